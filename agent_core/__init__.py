@@ -5,7 +5,7 @@ names the public surface; everything else in the package is private.
 """
 
 from agent_core.abort import AbortController, AbortError, AbortSignal
-from agent_core.agent import Agent
+from agent_core.agent import Agent, AgentListener, AgentState
 from agent_core.agent_types import (
     AfterToolCallContext,
     AfterToolCallResult,
@@ -66,7 +66,13 @@ from agent_core.llm import (
     ThinkingLevel,
     Tool,
 )
-from agent_core.loop import agent_loop, agent_loop_continue, run_agent_loop, run_agent_loop_continue
+from agent_core.loop import (
+    AgentEventStream,
+    agent_loop,
+    agent_loop_continue,
+    run_agent_loop,
+    run_agent_loop_continue,
+)
 from agent_core.messages import (
     AgentMessage,
     AssistantMessage,
@@ -87,6 +93,7 @@ from agent_core.messages import (
     parse_messages,
     text_of,
 )
+from agent_core.validation import validate_tool_arguments
 
 __all__ = [
     "AbortController",
@@ -100,9 +107,12 @@ __all__ = [
     "AgentCoreError",
     "AgentEndEvent",
     "AgentEvent",
+    "AgentEventStream",
+    "AgentListener",
     "AgentLoopConfig",
     "AgentMessage",
     "AgentStartEvent",
+    "AgentState",
     "AgentTool",
     "AgentToolResult",
     "AssistantMessage",
@@ -168,4 +178,5 @@ __all__ = [
     "run_agent_loop",
     "run_agent_loop_continue",
     "text_of",
+    "validate_tool_arguments",
 ]

@@ -1,21 +1,375 @@
-"""The agent loop (placeholder until the loop lands)."""
+"""The agent loop: prompt -> model -> tools -> model ... until nothing is left to do.
+
+A faithful port of pi-agent-core 0.73.1 `agent-loop.ts`. Two layers:
+
+- `run_agent_loop` / `run_agent_loop_continue` drive one run and hand every event to `emit`
+  (sync or async; each call is awaited before the loop goes on, so a slow sink slows the loop).
+  They return the messages the run added.
+- `agent_loop` / `agent_loop_continue` run the same loop in a task owned by the returned
+  `AgentEventStream`. Unlike pi, whose stream never ends when the loop raises, our stream ends by
+  raising the loop's exception to its consumer.
+
+The loop never raises for model failures: a stream function reports those as an assistant message
+with `stop_reason` `"error"` or `"aborted"`, which ends the run. It raises for programming errors in
+the hooks (`convert_to_llm`, `transform_context`, a sink) and for invalid `continue` input.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import importlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from types import TracebackType
+from typing import Any, cast
+
+from agent_core._emitter import AgentEventSink, Emitter
+from agent_core._tool_exec import execute_tool_calls
+from agent_core._util import resolve
+from agent_core.abort import AbortSignal
+from agent_core.agent_types import AgentContext, AgentLoopConfig, ShouldStopAfterTurnContext
+from agent_core.errors import AgentCoreError, ContinueError
+from agent_core.event_stream import AssistantMessageEventStream, EventStream
+from agent_core.events import (
+    AgentEndEvent,
+    AgentEvent,
+    AgentStartEvent,
+    DoneEvent,
+    ErrorEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    StartEvent,
+    TurnEndEvent,
+    TurnStartEvent,
+)
+from agent_core.llm import Context, StreamFn, StreamOptions, Tool
+from agent_core.messages import AgentMessage, AssistantMessage, ToolResultMessage, tool_calls_of
+
+__all__ = [
+    "AgentEventSink",
+    "AgentEventStream",
+    "agent_loop",
+    "agent_loop_continue",
+    "run_agent_loop",
+    "run_agent_loop_continue",
+]
 
 
-async def run_agent_loop(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError
+# --- entry points -----------------------------------------------------------------------------
 
 
-async def run_agent_loop_continue(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError
+async def run_agent_loop(  # noqa: PLR0917 (pi's positional signature)
+    prompts: Sequence[AgentMessage],
+    context: AgentContext,
+    config: AgentLoopConfig,
+    emit: AgentEventSink,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+) -> list[AgentMessage]:
+    """Run the loop for new `prompts` on top of `context`; return the messages the run added.
+
+    `context` is not modified: the loop works on a copy of its message list.
+    """
+    emitter = Emitter(emit)
+    new_messages: list[AgentMessage] = list(prompts)
+    current = AgentContext(
+        system_prompt=context.system_prompt,
+        messages=[*context.messages, *prompts],
+        tools=context.tools,
+    )
+    await emitter(AgentStartEvent())
+    await emitter(TurnStartEvent())
+    for prompt in prompts:
+        await emitter(MessageStartEvent(message=prompt))
+        await emitter(MessageEndEvent(message=prompt))
+    await _run_loop(current, new_messages, config=config, signal=signal, emit=emitter, stream_fn=stream_fn)
+    return new_messages
 
 
-def agent_loop(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError
+async def run_agent_loop_continue(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    emit: AgentEventSink,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+) -> list[AgentMessage]:
+    """Continue from an existing transcript (its last message must not be an assistant message).
+
+    Raises `ContinueError` for an empty transcript or an assistant tail. Existing messages are not
+    re-emitted and are not part of the result.
+    """
+    _check_continuable(context)
+    emitter = Emitter(emit)
+    new_messages: list[AgentMessage] = []
+    current = AgentContext(
+        system_prompt=context.system_prompt, messages=list(context.messages), tools=context.tools
+    )
+    await emitter(AgentStartEvent())
+    await emitter(TurnStartEvent())
+    await _run_loop(current, new_messages, config=config, signal=signal, emit=emitter, stream_fn=stream_fn)
+    return new_messages
 
 
-def agent_loop_continue(*args: Any, **kwargs: Any) -> Any:
-    raise NotImplementedError
+def agent_loop(
+    prompts: Sequence[AgentMessage],
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+) -> AgentEventStream:
+    """Start `run_agent_loop` in a task and return the stream of its events.
+
+    Must be called with a running event loop. The stream completes on `agent_end` with the new
+    messages as its result; if the loop raises, iteration and `result()` raise that exception.
+    """
+    stream = AgentEventStream()
+    stream._start(run_agent_loop(prompts, context, config, stream.push, signal, stream_fn))
+    return stream
+
+
+def agent_loop_continue(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+) -> AgentEventStream:
+    """Like `agent_loop`, continuing from `context`. Raises `ContinueError` at once (before any
+    task starts) for an empty transcript or an assistant tail."""
+    _check_continuable(context)
+    stream = AgentEventStream()
+    stream._start(run_agent_loop_continue(context, config, stream.push, signal, stream_fn))
+    return stream
+
+
+def _check_continuable(context: AgentContext) -> None:
+    if not context.messages:
+        raise ContinueError("Cannot continue: no messages in context")
+    last = context.messages[-1]
+    if last.role == "assistant":
+        raise ContinueError(f"Cannot continue from message role: {last.role}")
+
+
+def _is_agent_end(event: AgentEvent) -> bool:
+    return event.type == "agent_end"
+
+
+def _agent_end_messages(event: AgentEvent) -> list[AgentMessage]:
+    return event.messages if isinstance(event, AgentEndEvent) else []
+
+
+class AgentEventStream(EventStream[AgentEvent, list[AgentMessage]]):
+    """The events of one loop run, with the task that produces them.
+
+    The stream owns that task: `aclose()` (or leaving `async with`) cancels it if it still runs and
+    waits for it. Iterating to the end, or awaiting `result()`, also waits for the task to finish.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(_is_agent_end, _agent_end_messages)
+        self._task: asyncio.Task[None] | None = None
+
+    def _start(self, run: Coroutine[Any, Any, list[AgentMessage]]) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._drive(run))
+
+    async def _drive(self, run: Coroutine[Any, Any, list[AgentMessage]]) -> None:
+        try:
+            messages = await run
+        except asyncio.CancelledError:
+            self.fail(AgentCoreError("The agent loop was cancelled"))
+            raise
+        except Exception as exc:
+            self.fail(exc)
+            return
+        self.end(messages)
+
+    async def _settle(self) -> None:
+        if self._task is not None and not self._task.done():
+            await asyncio.wait({self._task})
+
+    async def result(self) -> list[AgentMessage]:
+        messages = await super().result()
+        await self._settle()
+        return messages
+
+    def __aiter__(self) -> AsyncIterator[AgentEvent]:
+        return self._iterate_owned()
+
+    async def _iterate_owned(self) -> AsyncIterator[AgentEvent]:
+        async for event in super().__aiter__():
+            yield event
+        await self._settle()
+
+    async def aclose(self) -> None:
+        """Stop the loop if it still runs and wait for its task. Idempotent."""
+        task = self._task
+        if task is None:
+            return
+        if not task.done():
+            task.cancel()
+        await asyncio.wait({task})
+
+    async def __aenter__(self) -> AgentEventStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+# --- the double loop --------------------------------------------------------------------------
+
+
+async def _run_loop(
+    context: AgentContext,
+    new_messages: list[AgentMessage],
+    *,
+    config: AgentLoopConfig,
+    signal: AbortSignal | None,
+    emit: Emitter,
+    stream_fn: StreamFn | None,
+) -> None:
+    first_turn = True
+    pending = await _poll(config.get_steering_messages)
+    while True:
+        has_more_tool_calls = True
+        while has_more_tool_calls or pending:
+            if first_turn:
+                first_turn = False
+            else:
+                await emit(TurnStartEvent())
+            for message in pending:
+                await emit(MessageStartEvent(message=message))
+                await emit(MessageEndEvent(message=message))
+                context.messages.append(message)
+                new_messages.append(message)
+            pending = []
+
+            message = await _stream_assistant_response(context, config, signal, emit, stream_fn)
+            new_messages.append(message)
+            if message.stop_reason in ("error", "aborted"):
+                await emit(TurnEndEvent(message=message, tool_results=[]))
+                await emit(AgentEndEvent(messages=new_messages))
+                return
+
+            tool_calls = tool_calls_of(message)
+            tool_results: list[ToolResultMessage] = []
+            has_more_tool_calls = False
+            if tool_calls:
+                batch = await execute_tool_calls(
+                    context, message, tool_calls, config=config, signal=signal, emit=emit
+                )
+                tool_results = batch.messages
+                has_more_tool_calls = not batch.terminate
+                context.messages.extend(tool_results)
+                new_messages.extend(tool_results)
+
+            await emit(TurnEndEvent(message=message, tool_results=tool_results))
+            if config.should_stop_after_turn is not None:
+                stop_context = ShouldStopAfterTurnContext(
+                    message=message, tool_results=tool_results, context=context, new_messages=new_messages
+                )
+                if await resolve(config.should_stop_after_turn(stop_context)):
+                    await emit(AgentEndEvent(messages=new_messages))
+                    return
+            pending = await _poll(config.get_steering_messages)
+
+        follow_ups = await _poll(config.get_follow_up_messages)
+        if not follow_ups:
+            break
+        pending = follow_ups
+    await emit(AgentEndEvent(messages=new_messages))
+
+
+async def _poll(source: Callable[[], Awaitable[list[AgentMessage]]] | None) -> list[AgentMessage]:
+    if source is None:
+        return []
+    return list(await resolve(source()) or [])
+
+
+# --- one model call ---------------------------------------------------------------------------
+
+
+async def _stream_assistant_response(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: AbortSignal | None,
+    emit: Emitter,
+    stream_fn: StreamFn | None,
+) -> AssistantMessage:
+    """Call the model once, mirror its stream as message events, and return the final message.
+
+    Only the model's view goes through `transform_context` and `convert_to_llm`; the loop's own
+    context keeps every message. The partial message lives in `context.messages` while streaming.
+    """
+    messages = context.messages
+    if config.transform_context is not None:
+        messages = list(await resolve(config.transform_context(messages, signal)))
+    llm_messages = await resolve(config.convert_to_llm(messages))
+    llm_context = Context(
+        system_prompt=context.system_prompt,
+        messages=list(llm_messages),
+        tools=_llm_tools(context),
+    )
+    api_key: str | None = None
+    if config.get_api_key is not None:
+        api_key = await resolve(config.get_api_key(config.model.provider))
+    options = _stream_options(config, api_key or config.api_key, signal)
+    stream_function = stream_fn if stream_fn is not None else _default_stream_fn()
+    response: AssistantMessageEventStream = await resolve(stream_function(config.model, llm_context, options))
+
+    partial: AssistantMessage | None = None
+    async for event in response:
+        if isinstance(event, StartEvent):
+            partial = event.partial
+            context.messages.append(partial)
+            await emit(MessageStartEvent(message=partial.model_copy()))
+        elif isinstance(event, DoneEvent | ErrorEvent):
+            break
+        elif partial is not None:
+            partial = event.partial
+            context.messages[-1] = partial
+            await emit(MessageUpdateEvent(message=partial.model_copy(), assistant_message_event=event))
+    final = await response.result()
+    if partial is not None:
+        context.messages[-1] = final
+    else:
+        context.messages.append(final)
+        await emit(MessageStartEvent(message=final.model_copy()))
+    await emit(MessageEndEvent(message=final))
+    return final
+
+
+def _llm_tools(context: AgentContext) -> list[Tool] | None:
+    if context.tools is None:
+        return None
+    return [Tool(name=t.name, description=t.description, parameters=t.parameters) for t in context.tools]
+
+
+def _stream_options(
+    config: AgentLoopConfig, api_key: str | None, signal: AbortSignal | None
+) -> StreamOptions:
+    return StreamOptions(
+        temperature=config.temperature,
+        max_tokens=config.max_tokens,
+        signal=signal,
+        api_key=api_key,
+        session_id=config.session_id,
+        headers=config.headers,
+        timeout_ms=config.timeout_ms,
+        max_retries=config.max_retries,
+        max_retry_delay_ms=config.max_retry_delay_ms,
+        reasoning=config.reasoning,
+        on_payload=config.on_payload,
+        on_event=config.on_event,
+    )
+
+
+def _default_stream_fn() -> StreamFn:
+    # Imported on first use: the providers package is optional for callers that pass their own
+    # stream function, and importing it eagerly would pull in the HTTP stack.
+    providers = importlib.import_module("agent_core.providers")
+    return cast(StreamFn, providers.stream_simple)

@@ -1,0 +1,80 @@
+"""LLM providers: a registry keyed by `Model.api` and the built-in APIs.
+
+Built in: ``openai-completions`` (OpenAI and every OpenAI-compatible server: Ollama, vLLM,
+llama.cpp, OpenRouter, Groq, ...), ``anthropic-messages``, and ``faux`` (the ``faux/echo`` model;
+scripted faux APIs come from `register_faux_provider`). Every stream function returns an
+`AssistantMessageEventStream` and never raises: a failure is the stream's final `error` event,
+whose message has stop_reason ``"error"`` or ``"aborted"`` and an error_message. Stream
+functions must be called from a running event loop.
+"""
+
+from __future__ import annotations
+
+from agent_core.providers._env import get_env_api_key
+from agent_core.providers._registry import (
+    ApiProvider,
+    complete,
+    complete_simple,
+    get_api_provider,
+    list_api_providers,
+    register_api_provider,
+    stream,
+    stream_simple,
+    unregister_api_provider,
+)
+from agent_core.providers.anthropic import AnthropicOptions, stream_anthropic, stream_simple_anthropic
+from agent_core.providers.faux import (
+    FauxProvider,
+    FauxState,
+    FauxStep,
+    faux_assistant_message,
+    faux_text,
+    faux_thinking,
+    faux_tool_call,
+    register_faux_provider,
+    stream_faux,
+)
+from agent_core.providers.openai_completions import (
+    OpenAICompletionsOptions,
+    stream_openai_completions,
+    stream_simple_openai_completions,
+)
+
+
+def register_builtin_providers() -> None:
+    """(Re-)register the built-in APIs; done once at import."""
+    register_api_provider("openai-completions", stream_openai_completions, stream_simple_openai_completions)
+    register_api_provider("anthropic-messages", stream_anthropic, stream_simple_anthropic)
+    register_api_provider("faux", stream_faux, stream_faux)
+
+
+register_builtin_providers()
+
+__all__ = [
+    "AnthropicOptions",
+    "ApiProvider",
+    "FauxProvider",
+    "FauxState",
+    "FauxStep",
+    "OpenAICompletionsOptions",
+    "complete",
+    "complete_simple",
+    "faux_assistant_message",
+    "faux_text",
+    "faux_thinking",
+    "faux_tool_call",
+    "get_api_provider",
+    "get_env_api_key",
+    "list_api_providers",
+    "register_api_provider",
+    "register_builtin_providers",
+    "register_faux_provider",
+    "stream",
+    "stream_anthropic",
+    "stream_faux",
+    "stream_openai_completions",
+    "stream_simple",
+    "stream_simple_anthropic",
+    "stream_simple_openai_completions",
+    "unregister_api_provider",
+]

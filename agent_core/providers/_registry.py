@@ -1,0 +1,104 @@
+"""The registry of API providers, keyed by `Model.api`, and the dispatching entry points."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable
+from dataclasses import dataclass
+
+from agent_core.event_stream import AssistantMessageEventStream
+from agent_core.llm import Context, Model, StreamFn, StreamOptions
+from agent_core.messages import AssistantMessage
+from agent_core.providers._common import error_message_of, error_stream, run_producer
+
+
+@dataclass(frozen=True, slots=True)
+class ApiProvider:
+    """How to stream from one API: `stream` takes provider-level options, `stream_simple` takes
+    the common `StreamOptions` (with `reasoning`) and applies pi's simple defaults."""
+
+    api: str
+    stream: StreamFn
+    stream_simple: StreamFn
+
+
+_PROVIDERS: dict[str, ApiProvider] = {}
+
+
+def register_api_provider(api: str, stream_fn: StreamFn, stream_simple_fn: StreamFn | None = None) -> None:
+    """Register (or replace) the provider of `api`. `stream_simple_fn` defaults to `stream_fn`."""
+    _PROVIDERS[api] = ApiProvider(api, stream_fn, stream_simple_fn or stream_fn)
+
+
+def unregister_api_provider(api: str) -> bool:
+    """Remove the provider of `api`; False when none was registered."""
+    return _PROVIDERS.pop(api, None) is not None
+
+
+def get_api_provider(api: str) -> ApiProvider | None:
+    return _PROVIDERS.get(api)
+
+
+def list_api_providers() -> list[str]:
+    return sorted(_PROVIDERS)
+
+
+def stream(
+    model: Model, context: Context, options: StreamOptions | None = None
+) -> AssistantMessageEventStream:
+    """Stream from the provider registered for `model.api`. Never raises: an unknown API or a
+    provider that fails to start is an `error` event."""
+    provider = _PROVIDERS.get(model.api)
+    if provider is None:
+        return error_stream(model, f"No API provider registered for api: {model.api}")
+    return _call(provider.stream, model, context, options)
+
+
+def stream_simple(
+    model: Model, context: Context, options: StreamOptions | None = None
+) -> AssistantMessageEventStream:
+    """Like `stream`, through the provider's simple entry point (the one the agent loop uses)."""
+    provider = _PROVIDERS.get(model.api)
+    if provider is None:
+        return error_stream(model, f"No API provider registered for api: {model.api}")
+    return _call(provider.stream_simple, model, context, options)
+
+
+async def complete(model: Model, context: Context, options: StreamOptions | None = None) -> AssistantMessage:
+    """The final message of `stream` (an error is a message with stop_reason "error")."""
+    return await stream(model, context, options).result()
+
+
+async def complete_simple(
+    model: Model, context: Context, options: StreamOptions | None = None
+) -> AssistantMessage:
+    """The final message of `stream_simple`."""
+    return await stream_simple(model, context, options).result()
+
+
+def _call(
+    fn: StreamFn, model: Model, context: Context, options: StreamOptions | None
+) -> AssistantMessageEventStream:
+    try:
+        result = fn(model, context, options if options is not None else StreamOptions())
+    except Exception as exc:
+        return error_stream(model, error_message_of(exc))
+    if isinstance(result, AssistantMessageEventStream):
+        return result
+    if not inspect.isawaitable(result):
+        return error_stream(model, f"Stream function for {model.api} returned {type(result).__name__}")
+    return _pipe(model, result)
+
+
+def _pipe(model: Model, pending: Awaitable[AssistantMessageEventStream]) -> AssistantMessageEventStream:
+    """A stream that relays the stream an async stream function eventually returns."""
+    outer = AssistantMessageEventStream()
+
+    async def relay() -> None:
+        inner = await pending
+        async for event in inner:
+            outer.push(event)
+        if not outer.done:
+            outer.end(await inner.result())
+
+    return run_producer(outer, model, relay)

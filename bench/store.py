@@ -1,0 +1,342 @@
+"""Persistence benchmark: appends, transcript builds and branching, each against a baseline.
+
+    .venv/bin/python -m bench.store            # full run (well under a minute)
+    .venv/bin/python -m bench.store --quick    # smoke run, a few seconds
+
+Rows (SQLite always; PostgreSQL too when GATEWAY_TEST_DATABASE_URL is set, in a schema of its own
+that is dropped afterwards):
+
+- entries / events appended per second, in batches of 100, beside the raw driver doing the same
+  work (JSON-encode each payload, bump a counter row, insert the batch with sqlite3 `executemany`
+  under the store's pragmas or asyncpg `executemany`, one transaction per batch). The ratio is the
+  store's share of the bare driver's speed.
+- time to build the transcript of a 10,000-entry session beside a 100-entry one (expected: about
+  linear in entries), and of 10,000 entries spread over a chain of 5 branches beside 10,000 in one
+  session (expected: near 1, depth costs nothing extra).
+- time to create a branch of a 10,000-entry transcript beside a 10-entry one (expected: near 1;
+  nothing is copied).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sqlite3
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+from sqlalchemy.engine import make_url
+
+from sessions.db import normalize_url
+from sessions.ids import new_id
+from sessions.store import NewEntry, NewEvent, Store, default_url
+
+BATCH = 100
+PAYLOAD = {"role": "assistant", "content": [{"type": "text", "text": "word " * 40}], "stopReason": "stop"}
+
+
+@dataclass(frozen=True)
+class Row:
+    metric: str
+    backend: str
+    value: float
+    unit: str
+    baseline: str
+    baseline_value: float
+
+    @property
+    def ratio(self) -> float:
+        return self.value / self.baseline_value if self.baseline_value else float("nan")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    batches: int
+    repeats: int
+    long: int
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _entries(count: int, prefix: str = "") -> list[NewEntry]:
+    return [NewEntry("message", dict(PAYLOAD, n=f"{prefix}{i}")) for i in range(count)]
+
+
+async def _timed(call: Callable[[], Awaitable[object]], repeats: int) -> float:
+    """Median seconds of `repeats` calls (after one warm-up call)."""
+    await call()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        await call()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+async def _append_rates(store: Store, batches: int) -> tuple[float, float]:
+    session = await store.create_session(agent_id="bench")
+    start = time.perf_counter()
+    for _ in range(batches):
+        await store.append_entries(session.id, _entries(BATCH))
+    entries_rate = batches * BATCH / (time.perf_counter() - start)
+    seq = 0
+    start = time.perf_counter()
+    for _ in range(batches):
+        items = [NewEvent(seq + i + 1, "text_delta", {"delta": "word ", "i": i}) for i in range(BATCH)]
+        await store.append_events(session.id, items)
+        seq += BATCH
+    events_rate = batches * BATCH / (time.perf_counter() - start)
+    return entries_rate, events_rate
+
+
+def _raw_sqlite_rates(path: Path, batches: int) -> tuple[float, float]:
+    """The same inserts through the bare sqlite3 driver: the floor the store is built on."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for pragma in ("journal_mode = WAL", "synchronous = FULL", "foreign_keys = ON"):
+            conn.execute(f"PRAGMA {pragma}")
+        conn.execute("CREATE TABLE counters (id TEXT PRIMARY KEY, last INTEGER NOT NULL)")
+        conn.execute(
+            "CREATE TABLE entries (id TEXT PRIMARY KEY, session_id TEXT, position INTEGER, kind TEXT, "
+            "payload TEXT, created_at INTEGER, UNIQUE (session_id, position))"
+        )
+        conn.execute(
+            "CREATE TABLE events (session_id TEXT, seq INTEGER, run_id TEXT, type TEXT, payload TEXT, "
+            "created_at INTEGER, PRIMARY KEY (session_id, seq))"
+        )
+        conn.execute("INSERT INTO counters VALUES ('s', 0)")
+        start = time.perf_counter()
+        for b in range(batches):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("UPDATE counters SET last = last + ? WHERE id = 's'", (BATCH,))
+            rows = [
+                (new_id(), "s", b * BATCH + i + 1, "message", _dumps(dict(PAYLOAD, n=i)), 0)
+                for i in range(BATCH)
+            ]
+            conn.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?)", rows)
+            conn.execute("COMMIT")
+        entries_rate = batches * BATCH / (time.perf_counter() - start)
+        start = time.perf_counter()
+        for b in range(batches):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("UPDATE counters SET last = ? WHERE id = 's'", ((b + 1) * BATCH,))
+            rows2 = [
+                ("s", b * BATCH + i + 1, None, "text_delta", '{"delta":"word "}', 0) for i in range(BATCH)
+            ]
+            conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", rows2)
+            conn.execute("COMMIT")
+        events_rate = batches * BATCH / (time.perf_counter() - start)
+    finally:
+        conn.close()
+    return entries_rate, events_rate
+
+
+async def _raw_postgres_rates(url: str, batches: int) -> tuple[float, float]:
+    """The same inserts through bare asyncpg, in a scratch schema."""
+    parsed = make_url(normalize_url(url)[0].render_as_string(hide_password=False))
+    schema = f"bench_raw_{uuid.uuid4().hex[:12]}"
+    conn = await asyncpg.connect(
+        host=parsed.host,
+        port=parsed.port,
+        user=parsed.username,
+        password=parsed.password,
+        database=parsed.database,
+    )
+    try:
+        await conn.execute(f'CREATE SCHEMA "{schema}"')
+        await conn.execute(f'SET search_path TO "{schema}"')
+        await conn.execute("CREATE TABLE counters (id TEXT PRIMARY KEY, last BIGINT NOT NULL)")
+        await conn.execute(
+            "CREATE TABLE entries (id VARCHAR(36) PRIMARY KEY, session_id VARCHAR(36), position INTEGER, "
+            "kind VARCHAR(20), payload TEXT, created_at BIGINT, UNIQUE (session_id, position))"
+        )
+        await conn.execute(
+            "CREATE TABLE events (session_id VARCHAR(36), seq BIGINT, run_id VARCHAR(100), "
+            "type VARCHAR(100), payload TEXT, created_at BIGINT, PRIMARY KEY (session_id, seq))"
+        )
+        await conn.execute("INSERT INTO counters VALUES ('s', 0)")
+        start = time.perf_counter()
+        for b in range(batches):
+            async with conn.transaction():
+                await conn.execute("UPDATE counters SET last = last + $1 WHERE id = 's'", BATCH)
+                rows = [
+                    (new_id(), "s", b * BATCH + i + 1, "message", _dumps(dict(PAYLOAD, n=i)), 0)
+                    for i in range(BATCH)
+                ]
+                await conn.executemany("INSERT INTO entries VALUES ($1, $2, $3, $4, $5, $6)", rows)
+        entries_rate = batches * BATCH / (time.perf_counter() - start)
+        start = time.perf_counter()
+        for b in range(batches):
+            async with conn.transaction():
+                await conn.execute("UPDATE counters SET last = $1 WHERE id = 's'", (b + 1) * BATCH)
+                rows2 = [
+                    ("s", b * BATCH + i + 1, None, "text_delta", '{"delta":"word "}', 0) for i in range(BATCH)
+                ]
+                await conn.executemany("INSERT INTO events VALUES ($1, $2, $3, $4, $5, $6)", rows2)
+        events_rate = batches * BATCH / (time.perf_counter() - start)
+    finally:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await conn.close()
+    return entries_rate, events_rate
+
+
+async def _filled(store: Store, count: int) -> str:
+    session = await store.create_session(agent_id="bench")
+    for start in range(0, count, 1000):
+        await store.append_entries(session.id, _entries(min(1000, count - start)))
+    return session.id
+
+
+async def _chain(store: Store, total: int, levels: int) -> str:
+    """A chain of `levels` sessions, each a branch of the one before at its last entry, holding
+    `total` entries between them."""
+    session_id = await _filled(store, total // levels)
+    for _ in range(levels - 1):
+        session_id = (await store.branch(session_id)).id
+        for start in range(0, total // levels, 1000):
+            await store.append_entries(session_id, _entries(min(1000, total // levels - start)))
+    return session_id
+
+
+async def _rows_for(
+    store: Store, backend: str, sizes: Sizes, raw: tuple[float, float], raw_name: str
+) -> list[Row]:
+    entries_rate, events_rate = await _append_rates(store, sizes.batches)
+    rows = [
+        Row(f"entries appended/s (batch {BATCH})", backend, entries_rate, "/s", raw_name, raw[0]),
+        Row(f"events appended/s (batch {BATCH})", backend, events_rate, "/s", raw_name, raw[1]),
+    ]
+    short, long = await _filled(store, 100), await _filled(store, sizes.long)
+    chained = await _chain(store, sizes.long, 5)
+    t_short = await _timed(lambda: store.transcript(short), sizes.repeats)
+    t_long = await _timed(lambda: store.transcript(long), sizes.repeats)
+    t_chain = await _timed(lambda: store.transcript(chained), sizes.repeats)
+    rows.append(
+        Row(
+            f"transcript build, {sizes.long:,} entries",
+            backend,
+            t_long * 1e3,
+            "ms",
+            "100 entries",
+            t_short * 1e3,
+        )
+    )
+    rows.append(
+        Row(
+            f"transcript build, {sizes.long:,} entries over 5 branches",
+            backend,
+            t_chain * 1e3,
+            "ms",
+            f"{sizes.long:,} entries, 1 session",
+            t_long * 1e3,
+        )
+    )
+    tiny = await _filled(store, 10)
+    b_tiny = await _timed(lambda: store.branch(tiny), sizes.repeats * 3)
+    b_long = await _timed(lambda: store.branch(chained), sizes.repeats * 3)
+    rows.append(
+        Row(
+            f"branch creation, {sizes.long:,}-entry transcript",
+            backend,
+            b_long * 1e3,
+            "ms",
+            "10-entry transcript",
+            b_tiny * 1e3,
+        )
+    )
+    return rows
+
+
+async def _sqlite_rows(sizes: Sizes) -> list[Row]:
+    with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
+        home = Path(tmp)
+        raw = _raw_sqlite_rates(home / "raw.db", sizes.batches)
+        async with Store.open(default_url(home)) as store:
+            return await _rows_for(store, "sqlite", sizes, raw, "raw sqlite3 executemany")
+
+
+async def _postgres_rows(url: str, sizes: Sizes) -> list[Row]:
+    schema = f"bench_store_{uuid.uuid4().hex[:12]}"
+    scoped = make_url(url).update_query_dict({"schema": schema}).render_as_string(hide_password=False)
+    raw = await _raw_postgres_rates(url, sizes.batches)
+    try:
+        async with Store.open(scoped) as store:
+            return await _rows_for(store, "postgresql", sizes, raw, "raw asyncpg executemany")
+    finally:
+        parsed = normalize_url(url)[0]
+        conn = await asyncpg.connect(
+            host=parsed.host,
+            port=parsed.port,
+            user=parsed.username,
+            password=parsed.password,
+            database=parsed.database,
+        )
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await conn.close()
+
+
+def _format(value: float, unit: str) -> str:
+    return f"{value:,.0f} {unit}" if unit == "/s" else f"{value:,.2f} {unit}"
+
+
+def render(rows: list[Row]) -> str:
+    header = ("metric", "backend", "value", "baseline", "baseline value", "ratio")
+    table = [header] + [
+        (
+            r.metric,
+            r.backend,
+            _format(r.value, r.unit),
+            r.baseline,
+            _format(r.baseline_value, r.unit),
+            f"{r.ratio:.2f}",
+        )
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    lines = []
+    for n, line in enumerate(table):
+        cells = [
+            cell.rjust(w) if i in (2, 4, 5) else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+async def run(quick: bool) -> list[Row]:
+    sizes = (
+        Sizes(batches=10, repeats=3, long=10_000) if quick else Sizes(batches=300, repeats=15, long=10_000)
+    )
+    rows = await _sqlite_rows(sizes)
+    url = os.environ.get("GATEWAY_TEST_DATABASE_URL")
+    if url:
+        rows += await _postgres_rows(url, sizes)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.store", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a fast smoke run with fewer samples")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    rows = asyncio.run(run(args.quick))
+    print(render(rows))
+    print(f"\n({time.perf_counter() - started:.1f} s; ratios compare with a baseline from this same run)")
+
+
+if __name__ == "__main__":
+    main()

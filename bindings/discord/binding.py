@@ -1,0 +1,447 @@
+"""`DiscordBinding`: one Discord bot account, from the Gateway (or the Interactions endpoint) in
+to the host, and from the host's reply events out to the channel.
+
+Tasks (all owned by the binding's main task and ended by `aclose()`): the gateway shell, the
+event worker that handles dispatches one at a time in arrival order (fed through a bounded
+queue of `EVENT_QUEUE_SIZE`; when it is full the shell stops reading, which is the
+backpressure point: nothing is dropped), and the reply relay.
+
+After a fresh session (READY, not RESUMED) the binding catches up: for every channel whose last
+seen message id the host remembers, it fetches the newer messages (`GET
+/channels/{id}/messages?after=`) and feeds them through the same pipeline, where the dedupe table
+drops the ones already handled. Catch-up messages carry no member roles (REST does not return
+them), so `guild+roles` routes cannot match them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import replace
+from functools import partial
+from typing import Any, Literal
+
+import httpx
+import structlog
+from starlette.types import ASGIApp
+
+from agent_core import AgentTool
+from bindings.config import DiscordAccountConfig
+from bindings.discord.gateway import DiscordGatewayProtocol, Dispatch, GatewayEvent, GatewayTimings, Ready
+from bindings.discord.interactions import (
+    APPLICATION_COMMAND,
+    CHANNEL_MESSAGE_WITH_SOURCE,
+    EPHEMERAL,
+    InteractionsEndpoint,
+    load_public_key,
+)
+from bindings.discord.messages import DM_TYPE, ChannelDirectory, ChannelInfo, parse_message, sender_of
+from bindings.discord.rest import DiscordRest, snowflake_key
+from bindings.discord.shell import GatewayShell
+from bindings.discord.transport import DiscordTransport
+from bindings.errors import (
+    BindingConfigError,
+    FatalCloseError,
+    PlatformError,
+    PlatformRequestError,
+    PlatformUnavailableError,
+)
+from bindings.host import BindingHost, ChatType, ReplyRoute, outbox_key
+from bindings.inbound import ChatMessage, InboundPipeline, Outcome, SessionOrigin
+from bindings.outbox import RelaySettings, ReplyRelay
+from bindings.ratelimit import RateLimiter
+from bindings.routing import DEFAULT_ACCOUNT_ID
+from bindings.state import ConnectionState, StateMachine, StatusReporter
+from bindings.tools import FILE_PARAMETERS, channel_tool, file_bytes
+from bindings.ws import Connector, SocketSettings, websockets_connector
+
+log = structlog.get_logger("bindings.discord")
+
+EVENT_QUEUE_SIZE = 1000
+_MAX_CURSORS = 10_000
+
+_INTERACTION_REPLIES: dict[Outcome, str] = {
+    "submitted": "On it.",
+    "duplicate": "Already received.",
+    "denied": "You cannot use this here.",
+    "pairing": "You need to pair first; check your messages.",
+    "rejected": "The agent cannot take this right now.",
+}
+
+
+class DiscordBinding:
+    """A Discord bot account. Use `async with DiscordBinding(...)` or `start()` / `aclose()`.
+
+    `http` is the httpx client every REST call goes through (its owner closes it). `env` holds
+    the secrets (default: the process environment). `timings`, `connector` and `limiter` are
+    seams for tests. Raises `BindingConfigError` when a secret is missing.
+    """
+
+    platform: Literal["discord"] = "discord"
+
+    def __init__(
+        self,
+        config: DiscordAccountConfig,
+        host: BindingHost,
+        http: httpx.AsyncClient,
+        *,
+        account_id: str = DEFAULT_ACCOUNT_ID,
+        env: Mapping[str, str] | None = None,
+        timings: GatewayTimings | None = None,
+        connector: Connector | None = None,
+        limiter: RateLimiter | None = None,
+    ) -> None:
+        self.account_id = account_id
+        self.binding_id = f"discord:{account_id}"
+        self._config = config
+        self._host = host
+        self._timings = timings or GatewayTimings()
+        token = config.bot_token(env)
+        self._public_key = load_public_key(config.public_key(env)) if config.mode == "interactions" else None
+        self.rest = DiscordRest(http, base_url=config.api_base_url, token=token, limiter=limiter)
+        self.transport = DiscordTransport(self.rest)
+        self.relay = ReplyRelay(
+            platform="discord",
+            account_id=account_id,
+            transport=self.transport,
+            store=host,
+            settings=RelaySettings(chunk_limit=config.chunk_limit, edit_interval_s=config.edit_interval_s),
+        )
+        self.pipeline = InboundPipeline(
+            platform="discord",
+            account_id=account_id,
+            config=config,
+            host=host,
+            relay=self.relay,
+            transport=self.transport,
+        )
+        self.protocol = DiscordGatewayProtocol(token=token, intents=config.intents, timings=self._timings)
+        self.machine = self.protocol.machine if config.mode == "gateway" else StateMachine()
+        self._status = StatusReporter(host, self.binding_id)
+        self._state_changed = asyncio.Event()
+        self.machine.add_listener(self._on_state)
+        self._connector = connector or websockets_connector(
+            SocketSettings(close_timeout_s=self._timings.close_timeout_s)
+        )
+        self._channels = ChannelDirectory(self.rest.get_channel)
+        self._events: asyncio.Queue[GatewayEvent] = asyncio.Queue(maxsize=EVENT_QUEUE_SIZE)
+        self._cursors: OrderedDict[str, int] = OrderedDict()
+        self.user_id: str | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        return self.machine.state
+
+    @property
+    def queue_size(self) -> int:
+        return self._events.qsize()
+
+    async def start(self) -> None:
+        """Start connecting in the background (idempotent). Returns at once; see
+        `wait_for_state`."""
+        if self._task is None and not self._closed:
+            self._task = asyncio.create_task(self._main(), name=self.binding_id)
+
+    async def aclose(self) -> None:
+        """Stop every task, unsubscribe from the host, report `closed` (idempotent). Replies in
+        flight stay in the outbox and are finished on the next start."""
+        if self._closed:
+            return
+        self._closed = True
+        self.pipeline.close()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task})
+            if not task.cancelled() and task.exception() is not None:
+                log.error("discord binding ended with an error", error=repr(task.exception()))
+        if self.machine.state is not ConnectionState.CLOSED:
+            self.machine.transition(ConnectionState.CLOSED)
+
+    async def __aenter__(self) -> DiscordBinding:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def wait_for_state(self, state: ConnectionState) -> None:
+        """Return once the binding is in `state` (bound it with `asyncio.timeout`)."""
+        while self.machine.state is not state:
+            self._state_changed.clear()
+            await self._state_changed.wait()
+
+    def _on_state(self, old: ConnectionState, new: ConnectionState) -> None:
+        log.info("discord state", binding=self.binding_id, old=old.value, new=new.value)
+        self._status.state_changed(new)
+        self._state_changed.set()
+
+    async def _main(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.relay.run())
+            tg.create_task(self._recover())
+            if self._config.mode == "gateway":
+                tg.create_task(self._event_worker())
+                tg.create_task(self._run_gateway())
+            else:
+                self.machine.transition(ConnectionState.CONNECTING)
+                self.machine.transition(ConnectionState.READY)
+
+    async def _recover(self) -> None:
+        try:
+            settled = await self.relay.recover()
+        except Exception:
+            log.exception("outbox recovery failed", binding=self.binding_id)
+            return
+        if settled:
+            log.info("outbox recovered", binding=self.binding_id, settled=settled)
+
+    async def _run_gateway(self) -> None:
+        shell = GatewayShell(
+            self.protocol,
+            discover=self._discover,
+            on_event=self._events.put,
+            connect=self._connector,
+            on_frame=self._status.frame_received,
+        )
+        try:
+            await shell.run()
+        except FatalCloseError as exc:
+            log.error(
+                "discord closed the gateway for good",
+                binding=self.binding_id,
+                code=exc.code,
+                reason=exc.reason,
+            )
+        except PlatformRequestError as exc:
+            log.error("discord refused the gateway lookup", binding=self.binding_id, error=str(exc))
+
+    async def _discover(self) -> str:
+        """`GET /gateway/bot`, retried while Discord is unreachable; waits out an exhausted
+        session-start budget."""
+        delay = self._timings.reconnect_initial_s
+        while True:
+            try:
+                info = await self.rest.get_gateway_bot()
+            except PlatformUnavailableError as exc:
+                log.warning("gateway lookup failed; retrying", error=str(exc), delay=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._timings.reconnect_max_s)
+                continue
+            if info.session_start_remaining == 0:
+                await asyncio.sleep(info.session_start_reset_after_s)
+            return info.url
+
+    # -- inbound -----------------------------------------------------------------------------
+
+    async def _event_worker(self) -> None:
+        while True:
+            event = await self._events.get()
+            try:
+                await self._handle_event(event)
+            except Exception:  # one bad event must not stop the binding
+                log.exception("discord event failed", binding=self.binding_id)
+
+    async def _handle_event(self, event: GatewayEvent) -> None:
+        if isinstance(event, Ready):
+            self.user_id = event.user_id
+            if self._config.catch_up:
+                await self._catch_up()
+        elif isinstance(event, Dispatch):
+            self._channels.learn(event.name, event.data)
+            if event.name == "MESSAGE_CREATE" and isinstance(event.data, dict):
+                await self._on_message(event.data)
+
+    async def _on_message(self, data: dict[str, Any], channel: ChannelInfo | None = None) -> Outcome | None:
+        if self.user_id is None:
+            return None
+        channel_id = str(data["channel_id"])
+        guild_id = str(data["guild_id"]) if data.get("guild_id") else None
+        if channel is None:
+            if guild_id is None:
+                channel = ChannelInfo(id=channel_id, type=DM_TYPE)
+            else:
+                found = await self._channels.lookup(channel_id)
+                channel = found or ChannelInfo(id=channel_id, type=0, guild_id=guild_id)
+        msg = parse_message(
+            data,
+            account_id=self.account_id,
+            bot_user_id=self.user_id,
+            channel=channel,
+            allow_bots=self._config.allow_bots,
+            reply_in_thread=self._config.reply_in_thread_for,
+        )
+        outcome: Outcome | None = None
+        if msg is not None:
+            outcome = await self.pipeline.handle(self._engage(msg))
+        await self._advance_cursor(channel_id, str(data["id"]))
+        return outcome
+
+    def _engage(self, msg: ChatMessage) -> ChatMessage:
+        if msg.reply_route.thread_id is not None:
+            self.transport.name_thread(msg.reply_route.thread_id, _thread_name(msg.text, msg.sender.name))
+        if not msg.mentioned and msg.parent_channel_id is not None and self.transport.started(msg.channel_id):
+            # A thread the bot started for its reply is a conversation with the bot.
+            return replace(msg, mentioned=True)
+        return msg
+
+    async def _advance_cursor(self, channel_id: str, message_id: str) -> None:
+        value = snowflake_key(message_id)
+        if value <= self._cursors.get(channel_id, 0):
+            return
+        self._cursors[channel_id] = value
+        self._cursors.move_to_end(channel_id)
+        while len(self._cursors) > _MAX_CURSORS:
+            self._cursors.popitem(last=False)
+        await self._host.set_channel_cursor("discord", self.account_id, channel_id, message_id)
+
+    async def _catch_up(self) -> None:
+        cursors = await self._host.channel_cursors("discord", self.account_id)
+        for channel_id, last in cursors.items():
+            channel = await self._channels.lookup(channel_id)
+            if channel is None:
+                log.warning("catch-up skipped: channel unknown", channel=channel_id)
+                continue
+            await self._catch_up_channel(channel, last)
+
+    async def _catch_up_channel(self, channel: ChannelInfo, after: str) -> None:
+        fetched = 0
+        limit = self._config.catch_up_limit
+        while fetched < limit:
+            want = min(100, limit - fetched)
+            try:
+                page = await self.rest.messages_after(channel.id, after, want)
+            except PlatformError as exc:
+                log.warning("catch-up failed", channel=channel.id, error=str(exc))
+                return
+            for item in page:
+                data = {**item, "guild_id": item.get("guild_id") or channel.guild_id}
+                await self._on_message(data, channel)
+            fetched += len(page)
+            if len(page) < want:
+                return
+            after = str(page[-1]["id"])
+
+    # -- interactions ------------------------------------------------------------------------
+
+    def interactions_app(self) -> ASGIApp:
+        """The signed Interactions endpoint (mode `interactions`), to mount on the daemon."""
+        if self._public_key is None:
+            raise BindingConfigError('the Interactions endpoint needs mode = "interactions"')
+        return InteractionsEndpoint(self._public_key, self._on_interaction)
+
+    async def _on_interaction(self, interaction: dict[str, Any]) -> dict[str, Any]:
+        self._status.frame_received()
+        if int(interaction.get("type", 0)) != APPLICATION_COMMAND:
+            return _ephemeral("This interaction is not supported.")
+        msg = _interaction_message(interaction, self.account_id)
+        if msg is None:
+            return _ephemeral("This command cannot be used here.")
+        outcome = await self.pipeline.handle(msg)
+        return _ephemeral(_INTERACTION_REPLIES[outcome])
+
+    # -- channel tools -----------------------------------------------------------------------
+
+    def tools_for(self, session_key: str) -> list[AgentTool]:
+        """`discord_add_reaction` and `discord_send_file` for a session that came from this
+        binding; no tools for any other session."""
+        if self.pipeline.origin(session_key) is None:
+            return []
+        origin = partial(self.pipeline.origin, session_key)
+        return [
+            channel_tool(
+                name="discord_add_reaction",
+                label="Add reaction",
+                description=(
+                    "React to a message in the Discord conversation this session came from "
+                    "(by default the latest message you received)."
+                ),
+                parameters={
+                    "type": "object",
+                    "properties": {
+                        "emoji": {
+                            "type": "string",
+                            "description": "A Unicode emoji, or name:id for a custom one.",
+                        },
+                        "message_id": {"type": "string", "description": "Message to react to (optional)."},
+                    },
+                    "required": ["emoji"],
+                    "additionalProperties": False,
+                },
+                origin=origin,
+                action=self._react,
+                platform="discord",
+            ),
+            channel_tool(
+                name="discord_send_file",
+                label="Send file",
+                description="Upload a file to the Discord conversation this session came from.",
+                parameters=FILE_PARAMETERS,
+                origin=origin,
+                action=self._send_file,
+                platform="discord",
+            ),
+        ]
+
+    async def _react(self, origin: SessionOrigin, params: dict[str, Any], tool_call_id: str) -> str:
+        message_id = str(params.get("message_id") or origin.last_message_id)
+        emoji = str(params["emoji"])
+        await self.rest.add_reaction(origin.route.channel_id, message_id, emoji)
+        return f"Reacted with {emoji} to message {message_id}."
+
+    async def _send_file(self, origin: SessionOrigin, params: dict[str, Any], tool_call_id: str) -> str:
+        data = file_bytes(params)
+        target = await self.transport.target_channel(origin.route)
+        nonce = outbox_key("discord", self.account_id, f"file:{tool_call_id}", 0)
+        sent = await self.rest.send_file(
+            target, str(params["filename"]), data, nonce=nonce, content=params.get("comment") or None
+        )
+        return f"Sent {params['filename']} ({len(data)} bytes) as message {sent.get('id')}."
+
+
+def _ephemeral(text: str) -> dict[str, Any]:
+    return {"type": CHANNEL_MESSAGE_WITH_SOURCE, "data": {"content": text, "flags": EPHEMERAL}}
+
+
+def _thread_name(text: str, sender: str) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return (first or f"Reply to {sender}")[:100]
+
+
+def _option_text(options: list[dict[str, Any]]) -> list[str]:
+    parts: list[str] = []
+    for option in options:
+        if "value" in option:
+            parts.append(str(option["value"]))
+        parts.extend(_option_text(option.get("options") or []))
+    return parts
+
+
+def _interaction_message(interaction: dict[str, Any], account_id: str) -> ChatMessage | None:
+    data = interaction.get("data") or {}
+    channel_id = str(interaction.get("channel_id") or (interaction.get("channel") or {}).get("id") or "")
+    if not channel_id:
+        return None
+    member = interaction.get("member") or {}
+    user = member.get("user") or interaction.get("user") or {}
+    sender = sender_of({"author": user, "member": member})
+    guild_id = str(interaction["guild_id"]) if interaction.get("guild_id") else None
+    chat_type: ChatType = "channel" if guild_id else "direct"
+    text = " ".join(_option_text(data.get("options") or [])) or f"/{data.get('name', '')}"
+    return ChatMessage(
+        message_id=str(interaction["id"]),
+        channel_id=channel_id,
+        chat_type=chat_type,
+        peer_id=sender.id if chat_type == "direct" else channel_id,
+        text=text,
+        sender=sender,
+        reply_route=ReplyRoute(platform="discord", account_id=account_id, channel_id=channel_id),
+        mentioned=True,
+        guild_id=guild_id,
+        member_roles=tuple(str(r) for r in member.get("roles") or ()),
+    )

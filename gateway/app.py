@@ -1,0 +1,235 @@
+"""The ASGI app: WebSocket at `/` and `/ws`, `/health`, `/readyz`, the dashboard under `/ui/`.
+
+`Gateway` owns the running pieces (store, session manager, hub, bindings) from start-up to
+shutdown; the Starlette lifespan starts and stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import structlog
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from starlette.websockets import WebSocket
+
+from gateway import __version__
+from gateway.auth import AuthConfig
+from gateway.bridge import Bridge
+from gateway.config import GatewayConfig, load_config, redacted
+from gateway.connection import serve_connection
+from gateway.directory import Directory
+from gateway.hub import Hub
+from gateway.state import GatewayState, Limits
+from gateway.tools.factory import make_tools_factory
+from sessions.manager import SessionManager
+from sessions.profiles import RunSettings
+from sessions.store import Store
+
+log = structlog.get_logger("gateway.app")
+UI_DIR = Path(__file__).parent / "ui"
+
+
+def run_settings(config: GatewayConfig) -> RunSettings:
+    runs = config.runs
+    return RunSettings(
+        max_concurrent_runs=runs.max_concurrent,
+        max_duration_s=runs.max_duration_s,
+        idle_timeout_s=runs.idle_timeout_s,
+        lane_depth=runs.lane_depth,
+        live_cap=runs.max_live_sessions,
+        live_idle_ttl_s=runs.live_session_idle_ttl_s,
+        collect_window_s=runs.collect_window_ms / 1000,
+        compaction_enabled=config.compaction.enabled,
+        compaction_reserve_tokens=config.compaction.reserve_tokens,
+        compaction_keep_recent_tokens=config.compaction.keep_recent_tokens,
+        shutdown_grace_s=config.gateway.shutdown_grace_s,
+    )
+
+
+def limits(config: GatewayConfig) -> Limits:
+    g = config.gateway
+    return Limits(
+        max_payload=g.max_payload,
+        pre_auth_max_payload=g.preauth_max_payload,
+        max_buffered_bytes=g.max_buffered_bytes,
+        tick_interval_ms=g.tick_interval_ms,
+        handshake_timeout_s=g.handshake_timeout_s,
+        requests_per_second=g.request_rate_per_s,
+        request_burst=g.request_burst,
+    )
+
+
+class Gateway:
+    """The daemon's running parts. `start()` then `stop()`; `state` is set while running."""
+
+    def __init__(self, config: GatewayConfig, *, token: str | None, password: str | None = None) -> None:
+        self.config = config
+        self.auth = AuthConfig(token=token, password=password)
+        self.state: GatewayState | None = None
+        self._tick: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.channels: Any = None
+
+    async def start(self) -> GatewayState:
+        config = self.config
+        home = config.home
+        home.mkdir(parents=True, exist_ok=True)
+        store = await Store.open(config.database_url)
+        hub = Hub()
+        bridge = Bridge(hub)
+        directory = Directory(config)
+        state_box: list[GatewayState] = []
+        manager = SessionManager(
+            store,
+            directory=directory,
+            publisher=bridge,
+            settings=run_settings(config),
+            tools_factory=make_tools_factory(config, lambda: state_box[0]),
+        )
+        bridge.manager = manager
+        state = GatewayState(
+            home=home,
+            store=store,
+            manager=manager,
+            hub=hub,
+            bridge=bridge,
+            directory=directory,
+            auth=self.auth,
+            limits=limits(config),
+            allowed_origins=list(config.gateway.allowed_origins),
+            config_path=str(config.source_path) if config.source_path else None,
+            config_view=redacted(config),
+            reload_hook=self.reload,
+        )
+        state_box.append(state)
+        self.state = state
+        await manager.start()
+        await self._start_channels(state)
+        state.ready = True
+        self._tick = asyncio.create_task(state.tick_loop(), name="tick")
+        return state
+
+    async def _start_channels(self, state: GatewayState) -> None:
+        if not self.config.bindings:
+            return
+        try:
+            from gateway.channels import Channels  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            log.warning("bindings are configured but channel support is not installed")
+            return
+        self.channels = Channels(self.config, state)
+        state.channels = self.channels
+        await self.channels.start()
+
+    async def reload(self) -> dict[str, Any]:
+        """Re-read the config file; agents, models and limits that can change live are applied."""
+        state = self.state
+        if state is None:
+            return {}
+        source = self.config.source_path
+        fresh = load_config(source)
+        before = redacted(self.config)
+        self.config = fresh
+        state.directory = Directory(fresh)
+        state.manager.directory = state.directory
+        state.config_view = redacted(fresh)
+        state.allowed_origins = list(fresh.gateway.allowed_origins)
+        changed = sorted(
+            k for k in set(before) | set(state.config_view) if before.get(k) != state.config_view.get(k)
+        )
+        log.info("configuration reloaded", changed=changed)
+        return {"changed": changed}
+
+    async def drain(self, *, reason: str = "gateway stopping") -> None:
+        """Graceful stop of everything in front of the database: refuse new connections, tell
+        clients, give runs their grace period, abort the rest (`gateway_shutdown`), flush the
+        event log, close connections with 1012."""
+        if self._stopping or self.state is None:
+            return
+        self._stopping = True
+        state = self.state
+        state.ready = False
+        from gateway.connection import shutdown_frame
+
+        state.hub.broadcast(shutdown_frame(reason))
+        await state.manager.aclose()
+        if self.channels is not None:
+            with contextlib.suppress(Exception):
+                await self.channels.stop()
+        await state.shutdown_connections(reason)
+
+    async def stop(self) -> None:
+        await self.drain()
+        if self._tick is not None:
+            self._tick.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._tick
+        if self.state is not None:
+            await self.state.bridge.aclose()
+            await self.state.cancel_tasks()
+            await self.state.store.aclose()
+
+
+def create_app(gateway: Gateway) -> Starlette:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        started = time.perf_counter()
+        await gateway.start()
+        log.info("gateway ready", startup_ms=int((time.perf_counter() - started) * 1000))
+        try:
+            yield
+        finally:
+            await gateway.stop()
+
+    async def websocket(ws: WebSocket) -> None:
+        state = gateway.state
+        if state is None:
+            await ws.close(1013, "gateway starting")
+            return
+        await serve_connection(ws, state)
+
+    async def health(request: Request) -> Response:
+        state = gateway.state
+        ok = state is not None and state.ready
+        return JSONResponse(
+            {
+                "ok": ok,
+                "version": __version__,
+                "uptimeMs": int((time.time() - state.started_at) * 1000) if state else 0,
+            },
+            status_code=200 if ok else 503,
+        )
+
+    async def readyz(request: Request) -> Response:
+        state = gateway.state
+        if state is None or not state.ready:
+            return JSONResponse({"ready": False}, status_code=503)
+        try:
+            await state.store.list_sessions(limit=1)
+        except Exception as exc:
+            return JSONResponse({"ready": False, "error": type(exc).__name__}, status_code=503)
+        return JSONResponse({"ready": True})
+
+    async def root(request: Request) -> Response:
+        return RedirectResponse("/ui/")
+
+    routes: list[Any] = [
+        WebSocketRoute("/", websocket),
+        WebSocketRoute("/ws", websocket),
+        Route("/health", health),
+        Route("/healthz", health),
+        Route("/readyz", readyz),
+        Route("/", root),
+    ]
+    if UI_DIR.is_dir():
+        routes.append(Mount("/ui", app=StaticFiles(directory=UI_DIR, html=True), name="ui"))
+    return Starlette(routes=routes, lifespan=lifespan)

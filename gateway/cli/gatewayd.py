@@ -1,0 +1,212 @@
+"""`gatewayd`: run the gateway daemon.
+
+    gatewayd [--config FILE] [--home DIR] [--host HOST] [--port PORT] [--token TOKEN]
+
+Flags override environment variables (GATEWAY_CONFIG, GATEWAY_HOME, GATEWAY_HOST, GATEWAY_PORT,
+GATEWAY_TOKEN, GATEWAY_MODEL, ...), which override the config file, which overrides the built-in
+defaults. Exit codes: 0 after a clean stop, 1 when the daemon cannot start (state directory in
+use, port taken, database unusable), 2 for bad usage or an invalid config file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import uvicorn
+
+from gateway import __version__
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="gatewayd",
+        description="Run the agent gateway daemon.",
+        epilog="Environment: GATEWAY_CONFIG, GATEWAY_HOME (default ~/.gateway), GATEWAY_HOST "
+        "(default 127.0.0.1), GATEWAY_PORT (default 18789), GATEWAY_TOKEN, GATEWAY_PASSWORD, "
+        "GATEWAY_MODEL (provider/model-id, e.g. faux/echo), GATEWAY_LOG_LEVEL, OPENAI_API_KEY, "
+        "OPENAI_BASE_URL, ANTHROPIC_API_KEY.",
+    )
+    parser.add_argument("--config", help="config file (TOML); default: $GATEWAY_CONFIG")
+    parser.add_argument("--home", help="state directory; default: $GATEWAY_HOME or ~/.gateway")
+    parser.add_argument("--host", help="address to listen on; default 127.0.0.1")
+    parser.add_argument("--port", type=int, help="port to listen on (0 picks a free one); default 18789")
+    parser.add_argument("--token", help="shared auth token; default: generated into the state directory")
+    parser.add_argument("--log-level", help="debug, info, warning or error")
+    parser.add_argument("--version", action="version", version=f"gatewayd {__version__}")
+    return parser.parse_args(argv)
+
+
+class GatewayServer(uvicorn.Server):
+    """uvicorn, with our graceful stop on the first SIGTERM/SIGINT (a second one forces exit)."""
+
+    def __init__(self, config: uvicorn.Config, gateway: Any) -> None:
+        super().__init__(config)
+        self.gateway = gateway
+        self._draining: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: Any = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._draining is not None or self._loop is None or self.gateway.state is None:
+            super().handle_exit(sig, frame)
+            return
+        self._loop.call_soon_threadsafe(self._start_drain)
+
+    def _start_drain(self) -> None:
+        if self._draining is None:
+            self._draining = asyncio.ensure_future(self._drain())
+
+    async def _drain(self) -> None:
+        try:
+            await self.gateway.drain(reason="gateway stopping")
+        finally:
+            self.should_exit = True
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    env = dict(os.environ)
+    for flag, name in (
+        ("home", "GATEWAY_HOME"),
+        ("host", "GATEWAY_HOST"),
+        ("port", "GATEWAY_PORT"),
+        ("token", "GATEWAY_TOKEN"),
+        ("log_level", "GATEWAY_LOG_LEVEL"),
+    ):
+        value = getattr(args, flag)
+        if value is not None:
+            env[name] = str(value)
+    config_path = args.config or env.get("GATEWAY_CONFIG") or None
+
+    from gateway.config import load_config
+    from gateway.errors import ConfigError
+    from gateway.logging import configure_logging
+
+    try:
+        config = load_config(Path(config_path) if config_path else None, env)
+    except ConfigError as exc:
+        print(f"gatewayd: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(level=config.logging.level, fmt=config.logging.format)
+
+    from gateway.auth import AuthConfig, load_or_create_token, require_auth_for_bind
+    from sessions.errors import StateDirLocked
+    from sessions.lock import StateDirLock
+
+    home = config.home
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        os.chmod(home, 0o700)
+    except OSError as exc:
+        print(f"gatewayd: cannot use state directory {home}: {exc}", file=sys.stderr)
+        return 1
+    lock = StateDirLock(home)
+    try:
+        lock.acquire()
+    except StateDirLocked as exc:
+        print(f"gatewayd: {exc}", file=sys.stderr)
+        return 1
+    try:
+        token = config.gateway.token.get_secret_value() if config.gateway.token else None
+        password = config.gateway.password.get_secret_value() if config.gateway.password else None
+        token_note = None
+        if token is None and password is None:
+            token, created = load_or_create_token(home)
+            token_note = f"{'generated a new' if created else 'using the'} auth token in {home / 'token'}"
+        auth = AuthConfig(token=token, password=password)
+        try:
+            require_auth_for_bind(config.gateway.host, auth)
+        except Exception as exc:
+            print(f"gatewayd: {exc}", file=sys.stderr)
+            return 2
+        return asyncio.run(_serve(config, token, password, token_note))
+    finally:
+        lock.release()
+
+
+async def _serve(config: Any, token: str | None, password: str | None, token_note: str | None) -> int:
+    from gateway.app import Gateway, create_app
+
+    gateway = Gateway(config, token=token, password=password)
+    app = create_app(gateway)
+    uv_config = uvicorn.Config(
+        app,
+        host=config.gateway.host,
+        port=config.gateway.port,
+        ws="websockets-sansio",
+        ws_max_size=config.gateway.max_payload,
+        ws_ping_interval=20.0,
+        ws_ping_timeout=20.0,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+    )
+    try:
+        sock = _bind(config.gateway.host, config.gateway.port)
+    except OSError as exc:
+        print(
+            f"gatewayd: cannot listen on {config.gateway.host}:{config.gateway.port}: {exc.strerror or exc}"
+            " (is another gateway running? choose another --port)",
+            file=sys.stderr,
+        )
+        return 1
+    server = GatewayServer(uv_config, gateway)
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started and not serving.done():  # noqa: ASYNC110 - uvicorn exposes a flag only
+        await asyncio.sleep(0.01)
+    if serving.done():
+        with contextlib.suppress(BaseException):
+            await serving
+        print("gatewayd: could not start; see the log above", file=sys.stderr)
+        return 1
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    state = gateway.state
+    problem = state.directory.model_problem() if state is not None else None
+    lines = [
+        f"gatewayd {__version__} listening on ws://{shown}:{port}/",
+        f"dashboard: http://{shown}:{port}/ui/",
+        f"state directory: {config.home}",
+        f"model: {state.directory.default_model_label() if state else '?'}",
+    ]
+    if token_note:
+        lines.append(token_note)
+    if problem:
+        lines.append(f"warning: {problem}; runs will fail until one is configured")
+    print("\n".join(lines), flush=True)
+    await serving
+    return 0
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+        sock.set_inheritable(True)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["main", "signal"]

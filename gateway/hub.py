@@ -1,0 +1,226 @@
+"""The hub: fan-out of events to connections.
+
+Each event is serialised once; every recipient gets the same text with only its per-connection
+`seq` spliced in. Each connection has a bounded send buffer (`max_buffered_bytes`) drained by one
+writer task. A consumer that falls behind never stalls a session or the other clients:
+
+- a droppable event (text/thinking/tool-call deltas, tool progress, most list notifications)
+  that does not fit is dropped, but still consumes its `seq`, so the gap is visible;
+- a non-droppable event that does not fit closes the connection with 1008 "slow consumer".
+
+Durable session events can always be recovered with `sessions.events.subscribe {afterSeq}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+log = structlog.get_logger("gateway.hub")
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+class Transport(Protocol):
+    """What the hub needs of a WebSocket: send text, close with a code."""
+
+    async def send_text(self, data: str) -> None: ...
+
+    async def close(self, code: int, reason: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """A pre-serialised event frame without its `seq`: `head` ends just before the closing
+    brace, so `head + ',"seq":N}'` is the full frame."""
+
+    head: str
+    droppable: bool = False
+
+    def with_seq(self, seq: int) -> str:
+        return f'{self.head},"seq":{seq}}}'
+
+    @property
+    def size(self) -> int:
+        return len(self.head) + 16
+
+
+def encode_event(event: str, payload: Any, *, droppable: bool = False, state_version: Any = None) -> Frame:
+    head = '{"type":"event","event":' + _dumps(event) + ',"payload":' + _dumps(payload)
+    if state_version is not None:
+        head += ',"stateVersion":' + _dumps(state_version)
+    return Frame(head, droppable)
+
+
+@dataclass(eq=False)
+class Outlet:
+    """One connection's side of the hub: its seq counter, buffer, writer and subscriptions."""
+
+    conn_id: str
+    transport: Transport
+    max_buffered_bytes: int
+    scopes: frozenset[str] = frozenset()
+    caps: frozenset[str] = frozenset()
+    seq: int = 0
+    buffered: int = 0
+    dropped: int = 0
+    closed: bool = False
+    queue: deque[str] = field(default_factory=deque)
+    event_sessions: dict[str, int] = field(default_factory=dict)
+    """Sessions this connection follows natively -> highest sessionSeq already delivered."""
+    held: dict[str, list[tuple[int, Frame]]] = field(default_factory=dict)
+    """Live native events held back while a resume replay for that session is in progress."""
+    message_sessions: set[str] = field(default_factory=set)
+    sessions_list: bool = False
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _writer: asyncio.Task[None] | None = None
+    on_close: Callable[[int, str], Awaitable[None]] | None = None
+
+    def start(self) -> None:
+        self._writer = asyncio.create_task(self._write_loop(), name=f"writer-{self.conn_id}")
+
+    def send_response(self, text: str) -> None:
+        """Responses are never dropped; they count against the buffer like events."""
+        self._push(text, droppable=False)
+
+    def send_event(self, frame: Frame) -> None:
+        if self.closed:
+            return
+        self.seq += 1
+        self._push(frame.with_seq(self.seq), droppable=frame.droppable)
+
+    def send_raw(self, text: str) -> None:
+        """A frame without seq (the challenge)."""
+        self._push(text, droppable=False)
+
+    def _push(self, text: str, *, droppable: bool) -> None:
+        if self.closed:
+            return
+        size = len(text)
+        if self.buffered + size > self.max_buffered_bytes and self.queue:
+            if droppable:
+                self.dropped += 1
+                return
+            self.kill(1008, "slow consumer")
+            return
+        self.queue.append(text)
+        self.buffered += size
+        self._wake.set()
+
+    def kill(self, code: int, reason: str) -> None:
+        """Close now: stop writing, drop the buffer, close the socket in the background."""
+        if self.closed:
+            return
+        self.closed = True
+        self.queue.clear()
+        self.buffered = 0
+        self._wake.set()
+        if self._writer is not None and not self._writer.done():
+            self._writer.cancel()
+        if self.on_close is not None:
+            task = asyncio.ensure_future(self.on_close(code, reason))
+            _background.add(task)
+            task.add_done_callback(_background.discard)
+
+    async def drain(self, timeout: float = 2.0) -> None:
+        """Wait until the buffer is written (or `timeout`)."""
+        end = asyncio.get_running_loop().time() + timeout
+        while self.queue and not self.closed and asyncio.get_running_loop().time() < end:  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+
+    async def aclose(self) -> None:
+        self.closed = True
+        self._wake.set()
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._writer
+            self._writer = None
+
+    async def _write_loop(self) -> None:
+        try:
+            while not self.closed:
+                if not self.queue:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                text = self.queue.popleft()
+                self.buffered -= len(text)
+                await self.transport.send_text(text)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The socket went away; the connection handler notices and cleans up.
+            self.closed = True
+
+
+_background: set[asyncio.Task[Any]] = set()
+
+
+class Hub:
+    """Registry of outlets and the fan-out of every kind of event."""
+
+    def __init__(self) -> None:
+        self.outlets: dict[str, Outlet] = {}
+        self.delivered = 0
+
+    def add(self, outlet: Outlet) -> None:
+        self.outlets[outlet.conn_id] = outlet
+        outlet.start()
+
+    def remove(self, conn_id: str) -> Outlet | None:
+        return self.outlets.pop(conn_id, None)
+
+    def __len__(self) -> int:
+        return len(self.outlets)
+
+    def broadcast(self, frame: Frame, *, scope: str | None = None) -> None:
+        for outlet in list(self.outlets.values()):
+            if scope is None or scope in outlet.scopes:
+                outlet.send_event(frame)
+
+    def session_native(self, session_id: str, session_seq: int, frame: Frame) -> None:
+        """A durable `session.*` event: to every connection following the session."""
+        for outlet in list(self.outlets.values()):
+            last = outlet.event_sessions.get(session_id)
+            if last is None:
+                continue
+            held = outlet.held.get(session_id)
+            if held is not None:
+                held.append((session_seq, frame))
+                continue
+            if session_seq <= last:
+                continue
+            outlet.event_sessions[session_id] = session_seq
+            outlet.send_event(frame)
+            self.delivered += 1
+
+    def openclaw_stream(self, session_id: str, frame: Frame, *, tool: bool = False) -> None:
+        """`agent`/`chat` frames: every reader, or only subscribers for session-scoped clients."""
+        for outlet in list(self.outlets.values()):
+            if "operator.read" not in outlet.scopes:
+                continue
+            if tool and "tool-events" not in outlet.caps:
+                continue
+            if "session-scoped-events" in outlet.caps and not (
+                session_id in outlet.message_sessions or session_id in outlet.event_sessions
+            ):
+                continue
+            outlet.send_event(frame)
+
+    def session_message(self, session_id: str, frame: Frame) -> None:
+        for outlet in list(self.outlets.values()):
+            if session_id in outlet.message_sessions:
+                outlet.send_event(frame)
+
+    def sessions_changed(self, frame: Frame) -> None:
+        for outlet in list(self.outlets.values()):
+            if outlet.sessions_list and "operator.read" in outlet.scopes:
+                outlet.send_event(frame)

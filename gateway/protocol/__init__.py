@@ -1,0 +1,74 @@
+"""The gateway's wire protocol (OpenClaw protocol v4 plus native session events), sans I/O.
+
+Modules: `frames` (parse requests, serialise responses and events), `codes` (error, detail and
+close codes), `handshake` (challenge, connect validation, hello-ok), `methods` (method table,
+scopes, params validation), `params` (params models), `events` (session events and their native
+`session.*` form), `compat` (the same events as OpenClaw `agent` / `chat` payloads).
+"""
+
+from __future__ import annotations
+
+from gateway.protocol.codes import PROTOCOL_VERSION, CloseCode, DetailCode, ErrorCode, ErrorShape
+from gateway.protocol.compat import CompatPayloads, RunStream, render_compat
+from gateway.protocol.events import SessionEvent, render_native
+from gateway.protocol.frames import (
+    EventTemplate,
+    FrameParser,
+    ProtocolViolation,
+    Request,
+    encode_event_template,
+    event_frame,
+    response_error,
+    response_ok,
+)
+from gateway.protocol.handshake import (
+    ConnectAccepted,
+    ConnectRejected,
+    build_hello_ok,
+    make_challenge,
+    validate_connect,
+)
+from gateway.protocol.methods import (
+    EVENTS,
+    METHOD_NAMES,
+    METHODS,
+    InvalidParams,
+    Scope,
+    missing_scope_error,
+    scope_allows,
+    validate_params,
+)
+
+__all__ = [
+    "EVENTS",
+    "METHODS",
+    "METHOD_NAMES",
+    "PROTOCOL_VERSION",
+    "CloseCode",
+    "CompatPayloads",
+    "ConnectAccepted",
+    "ConnectRejected",
+    "DetailCode",
+    "ErrorCode",
+    "ErrorShape",
+    "EventTemplate",
+    "FrameParser",
+    "InvalidParams",
+    "ProtocolViolation",
+    "Request",
+    "RunStream",
+    "Scope",
+    "SessionEvent",
+    "build_hello_ok",
+    "encode_event_template",
+    "event_frame",
+    "make_challenge",
+    "missing_scope_error",
+    "render_compat",
+    "render_native",
+    "response_error",
+    "response_ok",
+    "scope_allows",
+    "validate_connect",
+    "validate_params",
+]

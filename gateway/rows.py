@@ -1,0 +1,48 @@
+"""`SessionRow`: how a session is shown to clients (`sessions.list`, `sessions.describe`, trees,
+`sessions.changed`). It carries the fields PROTOCOL.md names plus the OpenClaw fields clients
+read most (`agentId`, `displayName`, token totals, `effectiveQueueMode`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessions.manager import SessionManager
+from sessions.store import SessionRecord, TreeNode
+
+
+def session_row(record: SessionRecord, manager: SessionManager | None = None) -> dict[str, Any]:
+    active = manager.active_run_ids(record.id) if manager is not None else []
+    keys = list(record.keys)
+    key = keys[0] if keys else None
+    return {
+        "key": key,
+        "keys": keys,
+        "sessionId": record.id,
+        "agentId": record.agent_id,
+        "kind": record.kind,
+        "parentId": record.parent_id,
+        "branchPoint": record.branch_point,
+        "label": record.label,
+        "displayName": record.label or (key.rsplit(":", 1)[-1] if key else record.id[:8]),
+        "status": record.status,
+        "archived": record.status == "archived",
+        "hasActiveRun": bool(active),
+        "activeRunIds": active,
+        "model": record.model,
+        "thinkingLevel": record.thinking_level,
+        "effectiveQueueMode": record.queue_mode,
+        "inputTokens": record.input_tokens,
+        "outputTokens": record.output_tokens,
+        "totalTokens": record.total_tokens,
+        "cost": record.cost,
+        "createdAt": record.created_at,
+        "updatedAt": record.updated_at,
+        "lastSeq": record.last_seq,
+        "origin": record.origin,
+    }
+
+
+def tree_row(node: TreeNode, manager: SessionManager | None = None) -> dict[str, Any]:
+    row = session_row(node.session, manager)
+    row["children"] = [tree_row(child, manager) for child in node.children]
+    return row

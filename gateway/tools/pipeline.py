@@ -1,0 +1,72 @@
+"""The tool pipeline: a run's tools, built from seven small layers when the run starts.
+
+1. base coding tools rooted at the agent's workspace;
+2. sandbox (path confinement, exec mediation, bubblewrap or a confined subprocess);
+3. gateway tools (branch, spawn, interrupt, reload);
+4. channel tools of the binding the session came from;
+5. policy (allow/deny lists, required scopes);
+6. schema normalisation for the session's provider;
+7. abort wrapping with the run's signal.
+
+Each layer is a function from a tool list to a tool list and is tested on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_core import AbortSignal, AgentTool
+from gateway.tools.abort_wrap import abort_layer
+from gateway.tools.gateway_tools import GatewayToolsHost, gateway_tools
+from gateway.tools.policy import policy_layer
+from gateway.tools.schema import schema_layer
+
+ChannelTools = Callable[[Any], list[AgentTool]]
+
+
+@dataclass(kw_only=True)
+class PipelineSpec:
+    """Everything the layers need for one run."""
+
+    session: Any
+    provider: str
+    workspace: Path
+    sandbox: Any
+    audit: Callable[[dict[str, Any]], None]
+    host: GatewayToolsHost | None = None
+    channel_tools: ChannelTools | None = None
+    allow: Sequence[str] = ()
+    deny: Sequence[str] = ()
+    scopes: Sequence[str] = ("operator.write",)
+    signal: AbortSignal | None = None
+    base: bool = True
+    extra: list[AgentTool] = field(default_factory=list)
+
+
+def base_layer(workspace: Path) -> list[AgentTool]:
+    from agent_core.tools import create_coding_tools
+
+    workspace.mkdir(parents=True, exist_ok=True)
+    return list(create_coding_tools(workspace))
+
+
+def sandbox_stage(tools: list[AgentTool], spec: PipelineSpec) -> list[AgentTool]:
+    from gateway.sandbox import sandbox_layer
+
+    return list(sandbox_layer(tools, spec.sandbox, spec.audit))
+
+
+def build_tools(spec: PipelineSpec) -> list[AgentTool]:
+    tools: list[AgentTool] = base_layer(spec.workspace) if spec.base else []
+    tools = sandbox_stage(tools, spec) if spec.base else tools
+    if spec.host is not None:
+        tools += gateway_tools(spec.host, spec.session.id)
+    if spec.channel_tools is not None:
+        tools += spec.channel_tools(spec.session)
+    tools += spec.extra
+    tools = policy_layer(tools, allow=spec.allow, deny=spec.deny, scopes=spec.scopes)
+    tools = schema_layer(tools, provider=spec.provider)
+    return abort_layer(tools, signal=spec.signal)

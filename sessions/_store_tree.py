@@ -1,0 +1,150 @@
+"""Queries over the session tree: transcripts, branch-point checks, subtrees (private to the store).
+
+A session's visible transcript is its parent's transcript up to the session's branch point
+(inclusive), then its own entries; a session without a branch point (a root, usually a sub-agent)
+sees only its own. It is described by "segments": (session id, last visible position of that
+session's own entries, or None for all of them), root-most first. The ancestor chain is read in
+one recursive query and the entries of every segment in one more, so building a transcript costs
+two queries however deep the tree, and checking a branch point costs the same for any length.
+
+Every function runs inside the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import literal, select, union_all
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from sessions import _store_rows as rows
+from sessions.errors import NotFound, StoreError
+from sessions.records import EntryRecord, SessionRecord, TreeNode
+from sessions.schema import entries, sessions
+
+Segment = tuple[str, int | None]
+
+# Guards against a corrupt parent cycle; real trees are a handful of levels deep.
+_MAX_DEPTH = 10_000
+# Segments per compound SELECT (SQLite allows 500 terms).
+_SEGMENTS_PER_QUERY = 100
+
+
+async def segments(conn: AsyncConnection, session_id: str) -> list[Segment]:
+    """The segments of the session's transcript. Raise NotFound for an unknown session."""
+    chain = (
+        select(sessions.c.id, sessions.c.parent_id, sessions.c.branch_point, literal(0).label("depth"))
+        .where(sessions.c.id == session_id)
+        .cte("chain", recursive=True)
+    )
+    parent = sessions.alias("parent")
+    chain = chain.union_all(
+        select(parent.c.id, parent.c.parent_id, parent.c.branch_point, chain.c.depth + 1).where(
+            parent.c.id == chain.c.parent_id,
+            chain.c.branch_point.is_not(None),
+            chain.c.depth < _MAX_DEPTH,
+        )
+    )
+    query = (
+        select(
+            chain.c.id,
+            chain.c.branch_point,
+            entries.c.session_id.label("bp_session"),
+            entries.c.position.label("bp_position"),
+        )
+        .select_from(chain.outerjoin(entries, entries.c.id == chain.c.branch_point))
+        .order_by(chain.c.depth)
+    )
+    found = (await conn.execute(query)).all()
+    if not found:
+        raise NotFound(f"no session {session_id}")
+    return visible_segments(found)
+
+
+def visible_segments(chain: Sequence[rows.AnyRow]) -> list[Segment]:
+    """Segments of the transcript of `chain[0]`, given its ancestors nearest first.
+
+    Every row but the last carries the owner (`bp_session`) and position (`bp_position`) of its
+    branch point. A branch point may lie in the parent's own entries or further up (a branch of a
+    session that had no entries of its own): segments above the owner stay, the owner's is cut at
+    the branch point, the ones below it go.
+    """
+    result: list[Segment] = [(chain[-1]._mapping["id"], None)]
+    for row in reversed(chain[:-1]):
+        m = row._mapping
+        owner, position = m["bp_session"], m["bp_position"]
+        index = next((i for i, (sid, _) in enumerate(result) if sid == owner), None)
+        if index is None or position is None:
+            raise StoreError(f"session {m['id']}: branch point {m['branch_point']} is not in its parent")
+        limit = result[index][1]
+        if limit is not None and position > limit:
+            raise StoreError(f"session {m['id']}: branch point {m['branch_point']} is past its parent's view")
+        result[index:] = [(owner, position), (m["id"], None)]
+    return result
+
+
+async def segment_entries(conn: AsyncConnection, parts: Sequence[Segment]) -> list[EntryRecord]:
+    """The entries of the segments, in transcript order."""
+    found: list[EntryRecord] = []
+    for start in range(0, len(parts), _SEGMENTS_PER_QUERY):
+        selects = []
+        for level, (sid, limit) in enumerate(parts[start : start + _SEGMENTS_PER_QUERY], start=start):
+            part = select(literal(level).label("level"), *entries.c).where(entries.c.session_id == sid)
+            if limit is not None:
+                part = part.where(entries.c.position <= limit)
+            selects.append(part)
+        compound = (union_all(*selects) if len(selects) > 1 else selects[0]).subquery()
+        query = select(compound).order_by(compound.c.level, compound.c.position)
+        found.extend(rows.entry_record(row) for row in (await conn.execute(query)).all())
+    return found
+
+
+async def require_visible(conn: AsyncConnection, session_id: str, entry_id: str) -> None:
+    """Raise NotFound unless the entry is in the session's transcript (which is not read)."""
+    where = (
+        await conn.execute(select(entries.c.session_id, entries.c.position).where(entries.c.id == entry_id))
+    ).first()
+    if where is not None:
+        owner, position = where
+        for sid, limit in await segments(conn, session_id):
+            if sid == owner and (limit is None or position <= limit):
+                return
+    raise NotFound(f"entry {entry_id} is not in the transcript of session {session_id}")
+
+
+async def subtree_deepest_first(conn: AsyncConnection, session_id: str) -> list[str]:
+    """The session and all its descendants, children before their parents."""
+    tree = (
+        select(sessions.c.id, literal(0).label("depth"))
+        .where(sessions.c.id == session_id)
+        .cte("subtree", recursive=True)
+    )
+    child = sessions.alias("child")
+    tree = tree.union_all(
+        select(child.c.id, tree.c.depth + 1).where(child.c.parent_id == tree.c.id, tree.c.depth < _MAX_DEPTH)
+    )
+    return list((await conn.execute(select(tree.c.id).order_by(tree.c.depth.desc()))).scalars().all())
+
+
+def build_tree(records: Sequence[SessionRecord], root_id: str) -> TreeNode:
+    """Nest the records of one tree under their parents, children ordered by creation."""
+    children: dict[str | None, list[SessionRecord]] = {}
+    for record in records:
+        children.setdefault(record.parent_id, []).append(record)
+    for kids in children.values():
+        kids.sort(key=lambda r: (r.created_at, r.id))
+    root = next((r for r in records if r.id == root_id), None)
+    if root is None:
+        raise StoreError(f"the root {root_id} of a session tree is missing")
+    # Post-order without recursion: a chain of branches may be deeper than Python's stack.
+    built: dict[str, TreeNode] = {}
+    stack: list[tuple[SessionRecord, bool]] = [(root, False)]
+    while stack:
+        record, expanded = stack.pop()
+        kids = children.get(record.id, [])
+        if expanded:
+            built[record.id] = TreeNode(record, tuple(built.pop(kid.id) for kid in kids))
+        else:
+            stack.append((record, True))
+            stack.extend((kid, False) for kid in kids)
+    return built[root_id]

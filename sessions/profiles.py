@@ -1,0 +1,70 @@
+"""What a live session needs to know about agents and run limits, supplied by the caller.
+
+`sessions` never reads the gateway's config: the gateway turns its config into an
+`AgentDirectory` (agent id -> `AgentProfile`) and `RunSettings`, and passes a `ToolsFactory` that
+builds each run's tool pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from agent_core import AgentTool, Model, ThinkingLevel
+
+if TYPE_CHECKING:
+    from sessions.store import SessionRecord
+
+QueueModeName = Literal["steer", "followup", "collect", "interrupt"]
+QUEUE_MODES: tuple[str, ...] = ("steer", "followup", "collect", "interrupt")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentProfile:
+    id: str
+    model: str | None = None
+    """`provider/model-id`; None means no usable model is configured."""
+    system_prompt: str = ""
+    thinking_level: ThinkingLevel = "off"
+    queue_mode: QueueModeName = "followup"
+    workspace: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class AgentDirectory(Protocol):
+    def profile(self, agent_id: str) -> AgentProfile: ...
+
+    def resolve_model(self, ref: str) -> Model:
+        """Raise an error whose message tells the user how to configure a model."""
+        ...
+
+    def api_key(self, provider: str) -> str | None: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunContext:
+    """What a tools factory knows about the run it builds tools for."""
+
+    session: SessionRecord
+    run_id: str
+    profile: AgentProfile
+    model: Model
+
+
+ToolsFactory = Callable[[RunContext], "Awaitable[list[AgentTool]] | list[AgentTool]"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSettings:
+    max_concurrent_runs: int = 16
+    max_duration_s: float = 48 * 3600
+    idle_timeout_s: float = 120.0
+    lane_depth: int = 64
+    live_cap: int = 1_000
+    live_idle_ttl_s: float = 600.0
+    collect_window_s: float = 1.5
+    compaction_enabled: bool = True
+    compaction_reserve_tokens: int = 16_384
+    compaction_keep_recent_tokens: int = 20_000
+    shutdown_grace_s: float = 10.0

@@ -1,0 +1,217 @@
+"""The database schema as SQLAlchemy Core tables, and the values its text columns may hold.
+
+This module describes the schema at the newest migration; it never creates anything. Tables are
+created and changed only by the Alembic migrations in `migrations/versions`, and a test checks
+that what the migrations build equals `metadata` here. Change both together.
+
+JSON columns are text holding compact JSON (object keys camelCase, as pi writes them).
+Timestamps are integer Unix milliseconds.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+__all__ = [
+    "EntryKind",
+    "InputStatus",
+    "RunStatus",
+    "SessionKind",
+    "SessionStatus",
+    "entries",
+    "events",
+    "inputs",
+    "metadata",
+    "runs",
+    "session_keys",
+    "sessions",
+]
+
+
+class SessionKind(StrEnum):
+    MAIN = "main"
+    DIRECT = "direct"
+    GROUP = "group"
+    CHANNEL = "channel"
+    BRANCH = "branch"
+    SUBAGENT = "subagent"
+    CUSTOM = "custom"
+
+
+class SessionStatus(StrEnum):
+    IDLE = "idle"
+    RUNNING = "running"
+    INTERRUPTED = "interrupted"
+    ARCHIVED = "archived"
+
+
+class EntryKind(StrEnum):
+    MESSAGE = "message"
+    COMPACTION = "compaction"
+    CUSTOM = "custom"
+    MODEL_CHANGE = "model_change"
+    LABEL = "label"
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    DONE = "done"
+    ERROR = "error"
+    ABORTED = "aborted"
+    INTERRUPTED = "interrupted"
+
+
+class InputStatus(StrEnum):
+    QUEUED = "queued"
+    STEERED = "steered"
+    FOLLOWUP = "followup"
+    RUNNING = "running"
+    DONE = "done"
+    REJECTED = "rejected"
+    INTERRUPTED = "interrupted"
+
+
+def _one_of(column: str, values: type[StrEnum]) -> str:
+    return f"{column} IN ({', '.join(repr(v.value) for v in values)})"
+
+
+# Explicit names make constraints addressable by later migrations on every backend.
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+ID = String(36)
+
+# One row per session. `root_id` (the id of the tree's root; a root's own id) never changes, so a
+# whole tree is one indexed query. `branch_point` names an entry of the parent's transcript and is
+# not a foreign key: the store validates it, and entries are only ever deleted with their session,
+# which cannot go while it has children. `last_position` is the position of the session's last own
+# entry (entries are append-only, so it is also their count); `last_seq` the seq of its last event;
+# `pruned_seq` the highest seq removed by pruning (0 when none), so readers can tell whether a
+# replay from a given seq is exact.
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("agent_id", String(200), nullable=False),
+    Column("parent_id", ID, ForeignKey("sessions.id"), nullable=True),
+    Column("root_id", ID, nullable=False),
+    Column("branch_point", ID, nullable=True),
+    Column("kind", String(20), nullable=False),
+    Column("label", Text, nullable=True),
+    Column("status", String(20), nullable=False),
+    Column("model", String(200), nullable=True),
+    Column("thinking_level", String(20), nullable=True),
+    Column("queue_mode", String(20), nullable=True),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("total_tokens", BigInteger, nullable=False),
+    Column("cost", Double, nullable=False),
+    Column("last_position", Integer, nullable=False),
+    Column("last_seq", BigInteger, nullable=False),
+    Column("pruned_seq", BigInteger, nullable=False),
+    Column("origin", Text, nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    CheckConstraint(_one_of("kind", SessionKind), name="kind"),
+    CheckConstraint(_one_of("status", SessionStatus), name="status"),
+    Index(None, "parent_id"),
+    Index(None, "root_id"),
+    Index(None, "agent_id"),
+    Index(None, "updated_at"),
+)
+
+# A key names a conversation and points at its current session; reset and switch move it.
+session_keys = Table(
+    "session_keys",
+    metadata,
+    Column("key", String(500), primary_key=True),
+    Column("session_id", ID, ForeignKey("sessions.id"), nullable=False),
+    Index(None, "session_id"),
+)
+
+# A session's own transcript, 1-based `position` without gaps; rows are never updated.
+entries = Table(
+    "entries",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("session_id", ID, ForeignKey("sessions.id"), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("kind", String(20), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    UniqueConstraint("session_id", "position"),
+    CheckConstraint(_one_of("kind", EntryKind), name="kind"),
+)
+
+# The durable event log: seqs per session start at 1 and increase by one (pruning leaves holes).
+events = Table(
+    "events",
+    metadata,
+    Column("session_id", ID, ForeignKey("sessions.id"), nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("run_id", String(100), nullable=True),
+    Column("type", String(100), nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    PrimaryKeyConstraint("session_id", "seq"),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String(100), primary_key=True),
+    Column("session_id", ID, ForeignKey("sessions.id"), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("termination_reason", String(50), nullable=True),
+    Column("started_at", BigInteger, nullable=False),
+    Column("ended_at", BigInteger, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("result", Text, nullable=True),
+    CheckConstraint(_one_of("status", RunStatus), name="status"),
+    Index(None, "session_id"),
+    Index(None, "status"),
+)
+
+# The input ledger. `seq` (a UUIDv7, increasing in arrival order within a process) orders inputs
+# that share a millisecond, so queued inputs resume in the order they were accepted.
+inputs = Table(
+    "inputs",
+    metadata,
+    Column("idempotency_key", String(200), primary_key=True),
+    Column("seq", ID, nullable=False, unique=True),
+    Column("session_id", ID, ForeignKey("sessions.id"), nullable=False),
+    Column("run_id", String(100), nullable=True),
+    Column("source", Text, nullable=True),
+    Column("payload", Text, nullable=False),
+    Column("queue_mode", String(20), nullable=True),
+    Column("status", String(20), nullable=False),
+    Column("reason", Text, nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    CheckConstraint(_one_of("status", InputStatus), name="status"),
+    Index(None, "session_id", "status"),
+    Index(None, "status"),
+)

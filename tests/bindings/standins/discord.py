@@ -1,0 +1,589 @@
+"""A local stand-in for Discord: REST (`/api/v10/...`) and the Gateway WebSocket.
+
+It behaves like Discord where the bindings depend on it:
+
+- REST checks the bot token, answers `GET /gateway/bot` with its own gateway URL, stores channels
+  and messages, honours `nonce` + `enforce_nonce` (a repeated nonce within `nonce_ttl_s` returns
+  the original message), refuses content over 2000 characters, and rate-limits for real: the
+  create and edit routes have buckets of `bucket_limit` requests per `bucket_window_s` per
+  channel, reported in `X-RateLimit-*` headers; a request over the limit gets a 429 with
+  `retry_after` (and is counted in `violations`). Tests can also force 429s (`force_429`) and
+  delay an answer after the work is done (`delay_next_create`), to make a client time out.
+- The Gateway sends HELLO, validates IDENTIFY (token, intents, properties) and RESUME (session id
+  and seq), answers READY with a session id and `resume_gateway_url`, acknowledges heartbeats,
+  numbers dispatches, and replays the missed ones on RESUME. Tests script it: `zombify()` makes
+  the current connection stop acknowledging and delivering (a dead link), `send_reconnect()`,
+  `invalidate_session(resumable)`, and `dispatch_message(...)` for MESSAGE_CREATE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import websockets
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from websockets.asyncio.server import ServerConnection, serve
+
+from tests.bindings.helpers import wait_until
+from tests.bindings.standins.forms import parse_multipart
+from tests.bindings.standins.server import serve_http
+
+REQUIRED_INTENTS = 1 | 512 | 4096 | 32768
+
+
+@dataclass
+class Channel:
+    id: str
+    type: int = 0
+    guild_id: str | None = None
+    parent_id: str | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": self.id, "type": self.type}
+        if self.guild_id:
+            data["guild_id"] = self.guild_id
+        if self.parent_id:
+            data["parent_id"] = self.parent_id
+        return data
+
+
+@dataclass
+class Edit:
+    channel_id: str
+    message_id: str
+    content: str
+    at: float
+
+
+@dataclass
+class GatewayConnection:
+    ws: ServerConnection
+    path: str
+    zombie: bool = False
+    heartbeats: list[Any] = field(default_factory=list)
+    close_code: int | None = None
+    closed: bool = False
+
+
+@dataclass
+class GatewaySession:
+    id: str
+    seq: int = 0
+    log: list[dict[str, Any]] = field(default_factory=list)
+    conn: GatewayConnection | None = None
+    valid: bool = True
+
+
+@dataclass
+class _Window:
+    start: float = 0.0
+    count: int = 0
+
+
+class DiscordStandIn:
+    def __init__(
+        self,
+        *,
+        token: str = "discord-test-token",
+        bot_user_id: str = "1000",
+        application_id: str = "2000",
+        heartbeat_interval_ms: int = 200,
+        bucket_limit: int = 5,
+        bucket_window_s: float = 0.3,
+        nonce_ttl_s: float = 300.0,
+    ) -> None:
+        self.token = token
+        self.bot_user_id = bot_user_id
+        self.application_id = application_id
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.bucket_limit = bucket_limit
+        self.bucket_window_s = bucket_window_s
+        self.nonce_ttl_s = nonce_ttl_s
+        self._ids = itertools.count(1_200_000_000_000_000_000)
+        self.channels: dict[str, Channel] = {}
+        self.messages: dict[str, dict[str, Any]] = {}
+        self.posts: list[dict[str, Any]] = []
+        self.edits: list[Edit] = []
+        self.reactions: list[tuple[str, str, str]] = []
+        self.files: list[tuple[str, str, str, bytes]] = []
+        self.threads_started: list[tuple[str, str, str]] = []
+        self.requests: list[tuple[str, str, int, float]] = []
+        self.violations = 0
+        self.create_attempts = 0
+        self.forced_sent = 0
+        self._forced: dict[str, list[tuple[float, bool]]] = {}
+        self._delay_next_create: float | None = None
+        self._nonces: dict[tuple[str, str], tuple[dict[str, Any], float]] = {}
+        self._windows: dict[tuple[str, str], _Window] = {}
+        self.sessions: dict[str, GatewaySession] = {}
+        self.current: GatewaySession | None = None
+        self.connections: list[GatewayConnection] = []
+        self.identifies: list[dict[str, Any]] = []
+        self.resumes: list[dict[str, Any]] = []
+        self.invalid_sessions_sent = 0
+        self.http_port = 0
+        self.ws_port = 0
+        self._stack = AsyncExitStack()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> DiscordStandIn:
+        self.http_port = await self._stack.enter_async_context(serve_http(self._app()))
+        server = await self._stack.enter_async_context(serve(self._gateway, "127.0.0.1", 0))
+        self.ws_port = int(next(iter(server.sockets)).getsockname()[1])
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    @property
+    def api_base_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}/api/v10"
+
+    @property
+    def gateway_url(self) -> str:
+        return f"ws://127.0.0.1:{self.ws_port}/gateway"
+
+    @property
+    def resume_url(self) -> str:
+        return f"ws://127.0.0.1:{self.ws_port}/resume"
+
+    # -- test scripting ----------------------------------------------------------------------
+
+    def add_channel(
+        self, channel_id: str, *, guild_id: str | None = None, type: int = 0, parent_id: str | None = None
+    ) -> Channel:
+        channel = Channel(id=channel_id, type=type, guild_id=guild_id, parent_id=parent_id)
+        self.channels[channel_id] = channel
+        return channel
+
+    def new_id(self) -> str:
+        return str(next(self._ids))
+
+    def force_429(
+        self, kind: str, times: int = 1, retry_after: float = 0.2, *, is_global: bool = False
+    ) -> None:
+        """The next `times` requests of `kind` (`create`, `edit`) get a 429."""
+        self._forced.setdefault(kind, []).extend([(retry_after, is_global)] * times)
+
+    def delay_next_create(self, seconds: float) -> None:
+        """Store the next created message, then wait `seconds` before answering."""
+        self._delay_next_create = seconds
+
+    def user_message(
+        self,
+        channel_id: str,
+        content: str,
+        *,
+        author_id: str = "42",
+        author_name: str = "alice",
+        mention_bot: bool = False,
+        bot: bool = False,
+        roles: tuple[str, ...] = (),
+    ) -> dict[str, Any]:
+        """Store a message written by a user (without dispatching it)."""
+        channel = self.channels.get(channel_id) or self.add_channel(channel_id)
+        message_id = self.new_id()
+        author: dict[str, Any] = {"id": author_id, "username": author_name}
+        if bot:
+            author["bot"] = True
+        message: dict[str, Any] = {
+            "id": message_id,
+            "channel_id": channel_id,
+            "author": author,
+            "content": f"<@{self.bot_user_id}> {content}" if mention_bot else content,
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+            "type": 0,
+            "mentions": [{"id": self.bot_user_id, "username": "bot", "bot": True}] if mention_bot else [],
+        }
+        if channel.guild_id:
+            message["guild_id"] = channel.guild_id
+            message["member"] = {"roles": list(roles), "nick": None}
+        channel.messages.append(message)
+        self.messages[message_id] = message
+        return message
+
+    async def dispatch_message(self, channel_id: str, content: str, **kwargs: Any) -> dict[str, Any]:
+        """A user writes in `channel_id`: the message is stored and dispatched (MESSAGE_CREATE)
+        to the current gateway session."""
+        message = self.user_message(channel_id, content, **kwargs)
+        if self.current is not None:
+            await self._dispatch(self.current, "MESSAGE_CREATE", message)
+        return message
+
+    async def dispatch(self, name: str, data: dict[str, Any]) -> None:
+        assert self.current is not None
+        await self._dispatch(self.current, name, data)
+
+    def zombify(self) -> None:
+        """The current connection stops acknowledging heartbeats and delivering dispatches."""
+        assert self.current is not None and self.current.conn is not None
+        self.current.conn.zombie = True
+
+    async def send_reconnect(self) -> None:
+        conn = self._live_conn()
+        await conn.ws.send(json.dumps({"op": 7, "d": None}))
+
+    async def invalidate_session(self, resumable: bool) -> None:
+        conn = self._live_conn()
+        assert self.current is not None
+        if not resumable:
+            self.current.valid = False
+        self.invalid_sessions_sent += 1
+        await conn.ws.send(json.dumps({"op": 9, "d": resumable}))
+
+    async def close_connection(self, code: int, reason: str = "") -> None:
+        """Close the current gateway connection from the server side."""
+        await self._live_conn().ws.close(code, reason)
+
+    async def wait_for(self, predicate: Callable[[], object], timeout: float = 5.0) -> None:
+        await wait_until(predicate, timeout)
+
+    def channel_texts(self, channel_id: str) -> list[str]:
+        """The current content of the bot's messages in a channel, oldest first."""
+        channel = self.channels.get(channel_id)
+        if channel is None:
+            return []
+        return [m["content"] for m in channel.messages if m["author"]["id"] == self.bot_user_id]
+
+    def _live_conn(self) -> GatewayConnection:
+        assert self.current is not None and self.current.conn is not None, "no live gateway connection"
+        return self.current.conn
+
+    # -- gateway -----------------------------------------------------------------------------
+
+    async def _dispatch(self, session: GatewaySession, name: str, data: Any) -> None:
+        session.seq += 1
+        payload = {"op": 0, "t": name, "s": session.seq, "d": data}
+        session.log.append(payload)
+        conn = session.conn
+        if conn is not None and not conn.zombie and not conn.closed:
+            try:
+                await conn.ws.send(json.dumps(payload))
+            except websockets.ConnectionClosed:
+                pass
+
+    async def _gateway(self, ws: ServerConnection) -> None:
+        path = ws.request.path if ws.request is not None else ""
+        conn = GatewayConnection(ws=ws, path=path)
+        self.connections.append(conn)
+        if "v=10" not in path or "encoding=json" not in path:
+            await ws.close(4012, "invalid API version")
+            return
+        await ws.send(json.dumps({"op": 10, "d": {"heartbeat_interval": self.heartbeat_interval_ms}}))
+        try:
+            async for raw in ws:
+                await self._on_frame(conn, json.loads(raw))
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            conn.closed = True
+            conn.close_code = ws.close_code
+            for session in self.sessions.values():
+                if session.conn is conn:
+                    session.conn = None
+
+    async def _on_frame(self, conn: GatewayConnection, payload: dict[str, Any]) -> None:
+        op = payload.get("op")
+        data = payload.get("d")
+        if op in (2, 6) and not isinstance(data, dict):
+            await conn.ws.close(4002, "Error while decoding payload.")
+            return
+        if op == 1:
+            conn.heartbeats.append(data)
+            if not conn.zombie:
+                await conn.ws.send(json.dumps({"op": 11}))
+        elif op == 2 and isinstance(data, dict):
+            await self._identify(conn, data)
+        elif op == 6 and isinstance(data, dict):
+            await self._resume(conn, data)
+        else:
+            await conn.ws.close(4001, "unknown opcode")
+
+    async def _identify(self, conn: GatewayConnection, data: dict[str, Any]) -> None:
+        self.identifies.append(data)
+        if data.get("token") != self.token:
+            await conn.ws.close(4004, "Authentication failed.")
+            return
+        if not isinstance(data.get("intents"), int) or data["intents"] & REQUIRED_INTENTS != REQUIRED_INTENTS:
+            await conn.ws.close(4013, "Invalid intent(s).")
+            return
+        properties = data.get("properties") or {}
+        if not all(isinstance(properties.get(k), str) for k in ("os", "browser", "device")):
+            await conn.ws.close(4002, "Error while decoding payload.")
+            return
+        session = GatewaySession(id=uuid.uuid4().hex, conn=conn)
+        self.sessions[session.id] = session
+        self.current = session
+        await self._dispatch(
+            session,
+            "READY",
+            {
+                "v": 10,
+                "user": {"id": self.bot_user_id, "username": "bot", "bot": True},
+                "guilds": [],
+                "session_id": session.id,
+                "resume_gateway_url": self.resume_url,
+                "application": {"id": self.application_id},
+            },
+        )
+
+    async def _resume(self, conn: GatewayConnection, data: dict[str, Any]) -> None:
+        self.resumes.append(data)
+        if data.get("token") != self.token:
+            await conn.ws.close(4004, "Authentication failed.")
+            return
+        session = self.sessions.get(str(data.get("session_id")))
+        if session is None or not session.valid or not isinstance(data.get("seq"), int):
+            await conn.ws.send(json.dumps({"op": 9, "d": False}))
+            return
+        session.conn = conn
+        self.current = session
+        for payload in session.log:
+            if payload["s"] > data["seq"]:
+                await conn.ws.send(json.dumps(payload))
+        await self._dispatch(session, "RESUMED", None)
+
+    # -- REST --------------------------------------------------------------------------------
+
+    def _app(self) -> Starlette:
+        base = "/api/v10"
+        return Starlette(
+            routes=[
+                Route(base + "/gateway/bot", self._gateway_bot, methods=["GET"]),
+                Route(base + "/channels/{cid}", self._get_channel, methods=["GET"]),
+                Route(base + "/channels/{cid}/messages", self._messages, methods=["GET", "POST"]),
+                Route(base + "/channels/{cid}/messages/{mid}", self._edit, methods=["PATCH"]),
+                Route(
+                    base + "/channels/{cid}/messages/{mid}/reactions/{emoji}/@me",
+                    self._react,
+                    methods=["PUT"],
+                ),
+                Route(base + "/channels/{cid}/messages/{mid}/threads", self._thread, methods=["POST"]),
+            ]
+        )
+
+    def _authorized(self, request: Request) -> bool:
+        return request.headers.get("authorization") == f"Bot {self.token}"
+
+    def _record(self, request: Request, status: int) -> None:
+        self.requests.append((request.method, request.url.path, status, time.monotonic()))
+
+    async def _guarded(self, request: Request, kind: str | None, work: Callable[[], Any]) -> Response:
+        if not self._authorized(request):
+            self._record(request, 401)
+            return JSONResponse({"message": "401: Unauthorized", "code": 0}, status_code=401)
+        headers: dict[str, str] = {}
+        if kind is not None:
+            limited = self._rate_limit(kind, request.path_params["cid"], headers)
+            if limited is not None:
+                self._record(request, 429)
+                return limited
+        response: Response = await work()
+        response.headers.update(headers)
+        self._record(request, response.status_code)
+        return response
+
+    def _rate_limit(self, kind: str, channel_id: str, headers: dict[str, str]) -> Response | None:
+        now = time.monotonic()
+        forced = self._forced.get(kind)
+        if forced:
+            retry_after, is_global = forced.pop(0)
+            self.forced_sent += 1
+            return self._too_many(kind, retry_after, is_global=is_global)
+        window = self._windows.setdefault((kind, channel_id), _Window(start=now))
+        if now - window.start >= self.bucket_window_s:
+            window.start, window.count = now, 0
+        reset_after = self.bucket_window_s - (now - window.start)
+        if window.count >= self.bucket_limit:
+            self.violations += 1
+            return self._too_many(kind, reset_after, is_global=False)
+        window.count += 1
+        headers.update(
+            {
+                "x-ratelimit-limit": str(self.bucket_limit),
+                "x-ratelimit-remaining": str(self.bucket_limit - window.count),
+                "x-ratelimit-reset": f"{time.time() + reset_after:.3f}",
+                "x-ratelimit-reset-after": f"{reset_after:.3f}",
+                "x-ratelimit-bucket": f"bucket-{kind}",
+            }
+        )
+        return None
+
+    def _too_many(self, kind: str, retry_after: float, *, is_global: bool) -> Response:
+        headers = {
+            "retry-after": str(max(1, round(retry_after))),
+            "x-ratelimit-scope": "global" if is_global else "user",
+        }
+        if is_global:
+            headers["x-ratelimit-global"] = "true"
+        else:
+            headers.update(
+                {
+                    "x-ratelimit-limit": str(self.bucket_limit),
+                    "x-ratelimit-remaining": "0",
+                    "x-ratelimit-reset-after": f"{retry_after:.3f}",
+                    "x-ratelimit-bucket": f"bucket-{kind}",
+                }
+            )
+        body = {
+            "message": "You are being rate limited.",
+            "retry_after": round(retry_after, 3),
+            "global": is_global,
+        }
+        return JSONResponse(body, status_code=429, headers=headers)
+
+    async def _gateway_bot(self, request: Request) -> Response:
+        async def work() -> Response:
+            return JSONResponse(
+                {
+                    "url": self.gateway_url,
+                    "shards": 1,
+                    "session_start_limit": {
+                        "total": 1000,
+                        "remaining": 999,
+                        "reset_after": 0,
+                        "max_concurrency": 1,
+                    },
+                }
+            )
+
+        return await self._guarded(request, None, work)
+
+    async def _get_channel(self, request: Request) -> Response:
+        async def work() -> Response:
+            channel = self.channels.get(request.path_params["cid"])
+            if channel is None:
+                return JSONResponse({"message": "Unknown Channel", "code": 10003}, status_code=404)
+            return JSONResponse(channel.as_json())
+
+        return await self._guarded(request, None, work)
+
+    async def _messages(self, request: Request) -> Response:
+        if request.method == "GET":
+            return await self._guarded(request, None, lambda: self._list(request))
+        return await self._guarded(request, "create", lambda: self._create(request))
+
+    async def _list(self, request: Request) -> Response:
+        channel = self.channels.get(request.path_params["cid"])
+        if channel is None:
+            return JSONResponse({"message": "Unknown Channel", "code": 10003}, status_code=404)
+        after = int(request.query_params.get("after", "0"))
+        limit = min(int(request.query_params.get("limit", "50")), 100)
+        newer = [m for m in channel.messages if int(m["id"]) > after]
+        page = newer[:limit]
+        return JSONResponse(list(reversed(page)))  # Discord lists newest first
+
+    async def _create(self, request: Request) -> Response:
+        self.create_attempts += 1
+        channel_id = request.path_params["cid"]
+        content_type = request.headers.get("content-type", "")
+        body = await request.body()
+        upload: tuple[str, bytes] | None = None
+        if content_type.startswith("multipart/form-data"):
+            parts = {p.name: p for p in parse_multipart(content_type, body)}
+            payload = json.loads(parts["payload_json"].data)
+            file_part = parts.get("files[0]")
+            if file_part is not None:
+                upload = (file_part.filename or "file", file_part.data)
+        else:
+            payload = json.loads(body)
+        content = str(payload.get("content") or "")
+        if len(content) > 2000:
+            return JSONResponse({"message": "Invalid Form Body", "code": 50035}, status_code=400)
+        if not content.strip() and upload is None:
+            return JSONResponse({"message": "Cannot send an empty message", "code": 50006}, status_code=400)
+        nonce = payload.get("nonce")
+        now = time.monotonic()
+        if nonce is not None and payload.get("enforce_nonce"):
+            seen = self._nonces.get((channel_id, str(nonce)))
+            if seen is not None and now - seen[1] < self.nonce_ttl_s:
+                return JSONResponse(seen[0])
+        channel = self.channels.get(channel_id) or self.add_channel(channel_id)
+        message = {
+            "id": self.new_id(),
+            "channel_id": channel_id,
+            "author": {"id": self.bot_user_id, "username": "bot", "bot": True},
+            "content": content,
+            "type": 19 if payload.get("message_reference") else 0,
+            "nonce": nonce,
+            "mentions": [],
+            "attachments": [{"filename": upload[0], "size": len(upload[1])}] if upload else [],
+        }
+        if payload.get("message_reference"):
+            message["message_reference"] = payload["message_reference"]
+        channel.messages.append(message)
+        self.messages[message["id"]] = message
+        self.posts.append({**message, "at": now})
+        if upload is not None:
+            self.files.append((channel_id, message["id"], upload[0], upload[1]))
+        if nonce is not None and payload.get("enforce_nonce"):
+            self._nonces[(channel_id, str(nonce))] = (message, now)
+        if self._delay_next_create is not None:
+            delay, self._delay_next_create = self._delay_next_create, None
+            await asyncio.sleep(delay)
+        return JSONResponse(message)
+
+    async def _edit(self, request: Request) -> Response:
+        async def work() -> Response:
+            message = self.messages.get(request.path_params["mid"])
+            if message is None or message["channel_id"] != request.path_params["cid"]:
+                return JSONResponse({"message": "Unknown Message", "code": 10008}, status_code=404)
+            if message["author"]["id"] != self.bot_user_id:
+                return JSONResponse(
+                    {"message": "Cannot edit a message authored by another user", "code": 50005}, 403
+                )
+            payload = await request.json()
+            content = str(payload.get("content") or "")
+            if len(content) > 2000:
+                return JSONResponse({"message": "Invalid Form Body", "code": 50035}, status_code=400)
+            message["content"] = content
+            self.edits.append(Edit(message["channel_id"], message["id"], content, time.monotonic()))
+            return JSONResponse(message)
+
+        return await self._guarded(request, "edit", work)
+
+    async def _react(self, request: Request) -> Response:
+        async def work() -> Response:
+            if request.path_params["mid"] not in self.messages:
+                return JSONResponse({"message": "Unknown Message", "code": 10008}, status_code=404)
+            p = request.path_params
+            self.reactions.append((p["cid"], p["mid"], p["emoji"]))
+            return Response(status_code=204)
+
+        return await self._guarded(request, None, work)
+
+    async def _thread(self, request: Request) -> Response:
+        async def work() -> Response:
+            cid, mid = request.path_params["cid"], request.path_params["mid"]
+            if mid in self.channels:
+                return JSONResponse(
+                    {"message": "A thread has already been created for this message", "code": 160004}, 400
+                )
+            payload = await request.json()
+            parent = self.channels.get(cid)
+            thread = self.add_channel(
+                mid, type=11, parent_id=cid, guild_id=parent.guild_id if parent else None
+            )
+            self.threads_started.append((cid, mid, str(payload.get("name"))))
+            return JSONResponse(thread.as_json(), status_code=201)
+
+        return await self._guarded(request, None, work)
+
+
+@asynccontextmanager
+async def discord_standin(**kwargs: Any) -> AsyncIterator[DiscordStandIn]:
+    async with DiscordStandIn(**kwargs) as standin:
+        yield standin
