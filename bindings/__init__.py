@@ -75,6 +75,8 @@ from bindings.routing import (
     parse_session_key,
     resolve_route,
 )
+from bindings.discord import DiscordBinding
+from bindings.slack import SlackBinding
 from bindings.state import ConnectionState, StateMachine
 
 __all__ = [
@@ -95,6 +97,7 @@ __all__ = [
     "Chunk",
     "ConnectionState",
     "DiscordAccountConfig",
+    "DiscordBinding",
     "DmPolicy",
     "DmScope",
     "FatalCloseError",
@@ -128,6 +131,7 @@ __all__ = [
     "SessionOrigin",
     "SignatureError",
     "SlackAccountConfig",
+    "SlackBinding",
     "StateMachine",
     "StateTransitionError",
     "SubmitResult",

@@ -163,6 +163,10 @@ class DiscordBinding:
         if self.machine.state is not ConnectionState.CLOSED:
             self.machine.transition(ConnectionState.CLOSED)
 
+    async def stop(self) -> None:
+        """Same as `aclose()`."""
+        await self.aclose()
+
     async def __aenter__(self) -> DiscordBinding:
         await self.start()
         return self

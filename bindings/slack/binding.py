@@ -141,6 +141,10 @@ class SlackBinding:
         if self.machine.state is not ConnectionState.CLOSED:
             self.machine.transition(ConnectionState.CLOSED)
 
+    async def stop(self) -> None:
+        """Same as `aclose()`."""
+        await self.aclose()
+
     async def __aenter__(self) -> SlackBinding:
         await self.start()
         return self
