@@ -31,6 +31,7 @@ from bindings.config import (
     DiscordAccountConfig,
     SlackAccountConfig,
 )
+from bindings.discord import DiscordBinding
 from bindings.errors import (
     BindingConfigError,
     BindingError,
@@ -75,7 +76,6 @@ from bindings.routing import (
     parse_session_key,
     resolve_route,
 )
-from bindings.discord import DiscordBinding
 from bindings.slack import SlackBinding
 from bindings.state import ConnectionState, StateMachine
 

@@ -188,6 +188,7 @@ class ReplyRelay:
                 stream.running = False
 
     def close(self) -> None:
+        """Ask `run()` to stop (idempotent); it cancels the streams and returns."""
         self._closing.set()
 
     def _spawn(self, stream: _Stream) -> None:

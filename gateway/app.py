@@ -9,23 +9,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import structlog
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from gateway import __version__
 from gateway.auth import AuthConfig
 from gateway.bridge import Bridge
 from gateway.config import GatewayConfig, load_config, redacted
-from gateway.connection import serve_connection
+from gateway.connection import SOCKET_TRANSPORT, serve_connection
 from gateway.directory import Directory
 from gateway.hub import Hub
 from gateway.state import GatewayState, Limits
@@ -65,14 +67,27 @@ def limits(config: GatewayConfig) -> Limits:
         handshake_timeout_s=g.handshake_timeout_s,
         requests_per_second=g.request_rate_per_s,
         request_burst=g.request_burst,
+        auth_max_failures=g.auth_max_failures,
+        auth_failure_window_s=g.auth_failure_window_s,
+        auth_lockout_s=g.auth_lockout_s,
     )
 
 
 class Gateway:
     """The daemon's running parts. `start()` then `stop()`; `state` is set while running."""
 
-    def __init__(self, config: GatewayConfig, *, token: str | None, password: str | None = None) -> None:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        token: str | None,
+        password: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.config = config
+        # The environment the config was loaded with (command-line flags folded in), so that a
+        # reload keeps them.
+        self.env = dict(env) if env is not None else None
         self.auth = AuthConfig(token=token, password=password)
         self.state: GatewayState | None = None
         self._tick: asyncio.Task[None] | None = None
@@ -131,21 +146,24 @@ class Gateway:
         await self.channels.start()
 
     async def reload(self) -> dict[str, Any]:
-        """Re-read the config file; agents, models and limits that can change live are applied."""
+        """Re-read the config file (with the start-up environment and flags). Applied live:
+        agents and models, run settings, allowed origins, and connection limits for connections
+        made from now on. Listening address, state directory, database and tick interval need a
+        restart. Returns `{"changed": [dotted keys]}`; raises ConfigError for an invalid file
+        (nothing is applied then)."""
         state = self.state
         if state is None:
-            return {}
-        source = self.config.source_path
-        fresh = load_config(source)
+            return {"changed": []}
+        fresh = load_config(self.config.source_path, self.env)
         before = redacted(self.config)
         self.config = fresh
         state.directory = Directory(fresh)
         state.manager.directory = state.directory
+        state.manager.settings = run_settings(fresh)
+        state.set_limits(limits(fresh))
         state.config_view = redacted(fresh)
         state.allowed_origins = list(fresh.gateway.allowed_origins)
-        changed = sorted(
-            k for k in set(before) | set(state.config_view) if before.get(k) != state.config_view.get(k)
-        )
+        changed = _changed_keys(before, state.config_view)
         log.info("configuration reloaded", changed=changed)
         return {"changed": changed}
 
@@ -158,14 +176,14 @@ class Gateway:
         self._stopping = True
         state = self.state
         state.ready = False
-        from gateway.connection import shutdown_frame
-
-        state.hub.broadcast(shutdown_frame(reason))
+        state.stopping = True
+        state.announce_shutdown(reason)
+        log.info("stopping", grace_s=self.config.gateway.shutdown_grace_s, runs=state.manager.running_count())
         await state.manager.aclose()
         if self.channels is not None:
             with contextlib.suppress(Exception):
                 await self.channels.stop()
-        await state.shutdown_connections(reason)
+        await state.close_connections()
 
     async def stop(self) -> None:
         await self.drain()
@@ -177,6 +195,17 @@ class Gateway:
             await self.state.bridge.aclose()
             await self.state.cancel_tasks()
             await self.state.store.aclose()
+
+
+def _changed_keys(before: Any, after: Any, prefix: str = "") -> list[str]:
+    """Dotted paths whose values differ between two JSON-like trees (tables are walked, other
+    values compared whole)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        out: list[str] = []
+        for key in sorted(set(before) | set(after)):
+            out += _changed_keys(before.get(key), after.get(key), f"{prefix}{key}.")
+        return out
+    return [] if before == after else [prefix.rstrip(".")]
 
 
 def create_app(gateway: Gateway) -> Starlette:
@@ -232,4 +261,22 @@ def create_app(gateway: Gateway) -> Starlette:
     ]
     if UI_DIR.is_dir():
         routes.append(Mount("/ui", app=StaticFiles(directory=UI_DIR, html=True), name="ui"))
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(KeepSocketTransport)])
+
+
+class KeepSocketTransport:
+    """Puts the server's asyncio transport of each WebSocket connection into its scope (key
+    `SOCKET_TRANSPORT`), when the server's `send` is a method of the protocol object that owns
+    it (uvicorn's). ASGI has no way to abort a connection; the hub needs one for a client that
+    stops reading, because uvicorn's `websocket.close` waits until that client drains the socket.
+    Without it such a connection closes only when the client reads again or goes away."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            transport = getattr(getattr(send, "__self__", None), "transport", None)
+            if isinstance(transport, asyncio.WriteTransport):
+                scope[SOCKET_TRANSPORT] = transport
+        await self.app(scope, receive, send)

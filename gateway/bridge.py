@@ -19,6 +19,7 @@ from gateway.hub import Frame, Hub, encode_event
 from gateway.protocol import compat
 from gateway.protocol import events as wire
 from gateway.rows import session_row
+from sessions.manager import agent_from_key
 from sessions.session_events import SessionEvent
 
 if TYPE_CHECKING:
@@ -77,8 +78,9 @@ class Bridge:
             return
         run = self._runs.get(run_id)
         if run is None:
+            key = event.session_key or ""
             run = self._runs[run_id] = compat.RunStream(
-                run_id=run_id, session_key=event.session_key or "", session_id=event.session_id
+                run_id=run_id, session_key=key, session_id=event.session_id, agent_id=agent_from_key(key)
             )
         if event.name == "agent.finished":
             self._runs.pop(run_id, None)
@@ -96,7 +98,7 @@ class Bridge:
                 }
             )
         except (KeyError, ValueError, TypeError):
-            log.exception("could not render an event for OpenClaw clients", event=event.name)
+            log.exception("could not render an event for OpenClaw clients", event_name=event.name)
             return
         out = compat.render_compat(wire_event, run)
         if out is None:

@@ -41,6 +41,11 @@ class ConnectError(GatewayClientError):
         self.details = details
 
 
+class GatewayUnreachable(ConnectError):
+    """Nothing answered the WebSocket upgrade at the URL (refused, unresolvable, timed out, or not
+    a WebSocket endpoint). The handshake never started."""
+
+
 class CallError(GatewayClientError):
     """A request answered `ok:false`."""
 
@@ -106,10 +111,27 @@ class GatewayClient:
                 self.url, open_timeout=self.open_timeout, max_size=self.max_size, compression=None
             )
         except (OSError, websockets.exceptions.WebSocketException, TimeoutError) as exc:
-            raise ConnectError(f"cannot reach the gateway at {self.url}: {exc}") from exc
+            raise GatewayUnreachable(f"cannot reach the gateway at {self.url}: {exc}") from exc
+        try:
+            return await self._handshake()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self._ws.close()
+            raise
+
+    async def _handshake(self) -> dict[str, Any]:
+        assert self._ws is not None
         try:
             raw = await asyncio.wait_for(self._ws.recv(), timeout=self.open_timeout)
             challenge = json.loads(raw)
+            if challenge.get("type") == "res" and not challenge.get("ok"):
+                # Refused before the challenge (a gateway still starting answers UNAVAILABLE).
+                error = challenge.get("error") or {}
+                raise ConnectError(
+                    str(error.get("message", "connect refused")),
+                    code=error.get("code"),
+                    details=error.get("details"),
+                )
             if challenge.get("event") != "connect.challenge":
                 raise ConnectError("the server did not start with connect.challenge")
             params: dict[str, Any] = {
@@ -138,11 +160,11 @@ class GatewayClient:
                 f"the gateway closed the connection during the handshake ({exc.rcvd})"
             ) from exc
         except TimeoutError as exc:
-            await self._ws.close()
             raise ConnectError("the gateway did not answer the handshake in time") from exc
+        except ValueError as exc:
+            raise ConnectError(f"the server at {self.url} does not speak the gateway protocol") from exc
         if not answer.get("ok"):
             error = answer.get("error") or {}
-            await self._ws.close()
             raise ConnectError(
                 str(error.get("message", "connect refused")),
                 code=error.get("code"),

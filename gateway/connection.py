@@ -29,16 +29,45 @@ if TYPE_CHECKING:
 log = structlog.get_logger("gateway.connection")
 
 
+CLOSE_TIMEOUT_S = 3.0
+"""How long a close frame may wait behind a client that does not read before the socket is
+dropped without it."""
+
+SOCKET_TRANSPORT = "gateway.transport"
+"""Scope key under which the app keeps the server's asyncio transport of a WebSocket (see
+`gateway.app`), so that a connection stuck behind a client that does not read can be aborted."""
+
+
 class _Transport:
-    def __init__(self, ws: WebSocket) -> None:
+    """The hub's view of one WebSocket: send text, close (bounded in time)."""
+
+    def __init__(self, ws: WebSocket, *, close_timeout: float = CLOSE_TIMEOUT_S) -> None:
         self.ws = ws
+        self.close_timeout = close_timeout
+        raw = ws.scope.get(SOCKET_TRANSPORT)
+        self._raw: asyncio.WriteTransport | None = raw if isinstance(raw, asyncio.WriteTransport) else None
+        self._closed = False
 
     async def send_text(self, data: str) -> None:
         await self.ws.send_text(data)
 
     async def close(self, code: int, reason: str) -> None:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.ws.close(code, reason), timeout=2.0)
+        """Close with `code`; when the close frame cannot be written within `close_timeout`
+        (uvicorn waits for the client to drain the socket first), abort the socket."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await asyncio.wait_for(self.ws.close(code, reason), timeout=self.close_timeout)
+        except TimeoutError:
+            log.warning("dropping a connection that does not read", code=code, reason=reason)
+            self.abort()
+        except Exception:
+            self.abort()
+
+    def abort(self) -> None:
+        if self._raw is not None:
+            self._raw.abort()
 
 
 class RateLimiter:
@@ -83,15 +112,6 @@ async def serve_connection(ws: WebSocket, state: GatewayState) -> None:
     conn: ConnState | None = None
     tasks: set[asyncio.Task[Any]] = set()
     try:
-        if not state.ready:
-            outlet.send_raw(
-                frames.response_error(
-                    "0", "UNAVAILABLE", "gateway is starting", retryable=True, retry_after_ms=1000
-                )
-            )
-            await outlet.drain()
-            await transport.close(CloseCode.TRY_AGAIN_LATER, "gateway starting")
-            return
         nonce, _ts, challenge = handshake.make_challenge()
         outlet.send_raw(challenge)
         conn = await _handshake(ws, state, outlet, nonce, remote)
@@ -161,6 +181,14 @@ async def _handshake(
                 )
             )
             await _close(outlet, CloseCode.POLICY_VIOLATION, "invalid handshake")
+            return None
+        if not state.ready:
+            # Starting or stopping: as OpenClaw does, answer the connect and close 1013.
+            refused = handshake.unavailable_rejection(
+                "gateway stopping; retry shortly" if state.stopping else "gateway starting; retry shortly"
+            )
+            outlet.send_response(refused.response(parsed.id))
+            await _close(outlet, refused.close_code, refused.close_reason)
             return None
         retry = state.auth_failures.blocked(remote)
         if retry:
@@ -273,7 +301,7 @@ async def _dispatch(state: GatewayState, conn: ConnState, req_id: str, method: s
 
     def respond_later(payload: Any | None, error: MethodError | None) -> None:
         if error is not None:
-            outlet.send_response(_error_frame(req_id, error))
+            outlet.send_response(_error_frame(req_id, error, payload=payload))
         else:
             outlet.send_response(frames.response_ok(req_id, payload))
 
@@ -304,7 +332,7 @@ async def _dispatch(state: GatewayState, conn: ConnState, req_id: str, method: s
         call.after_response()
 
 
-def _error_frame(req_id: str, exc: MethodError) -> str:
+def _error_frame(req_id: str, exc: MethodError, *, payload: Any = None) -> str:
     return frames.response_error(
         req_id,
         exc.code,
@@ -312,6 +340,7 @@ def _error_frame(req_id: str, exc: MethodError) -> str:
         details=exc.details,
         retryable=exc.retryable,
         retry_after_ms=exc.retry_after_ms,
+        payload=payload,
     )
 
 

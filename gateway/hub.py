@@ -9,6 +9,12 @@ writer task. A consumer that falls behind never stalls a session or the other cl
 - a non-droppable event that does not fit closes the connection with 1008 "slow consumer".
 
 Durable session events can always be recovered with `sessions.events.subscribe {afterSeq}`.
+
+Back-pressure below the hub: uvicorn's WebSocket `send` waits while the socket's transport is
+paused (its write buffer is over the 64 KiB high-water mark), so a client that stops reading
+blocks only its own writer task, never the hub. A `websocket.close` waits behind that same
+pause, so closing a stuck connection politely can block for as long as the client does not read:
+`Transport.close` therefore gives the close frame a bounded time and then aborts the socket.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import asyncio
 import contextlib
 import json
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,7 +39,10 @@ class Transport(Protocol):
 
     async def send_text(self, data: str) -> None: ...
 
-    async def close(self, code: int, reason: str) -> None: ...
+    async def close(self, code: int, reason: str) -> None:
+        """Send a close frame and end the connection; must return in bounded time even when
+        the peer does not read (then the connection is dropped without the frame)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +88,12 @@ class Outlet:
     """Live native events held back while a resume replay for that session is in progress."""
     message_sessions: set[str] = field(default_factory=set)
     sessions_list: bool = False
+    close_code: int | None = None
+    """Why the hub closed the connection (1008 slow consumer, ...); None while open."""
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _writer: asyncio.Task[None] | None = None
-    on_close: Callable[[int, str], Awaitable[None]] | None = None
+    _closer: asyncio.Task[None] | None = None
+    on_close: Callable[[int, str], Coroutine[Any, Any, None]] | None = None
 
     def start(self) -> None:
         self._writer = asyncio.create_task(self._write_loop(), name=f"writer-{self.conn_id}")
@@ -115,19 +127,25 @@ class Outlet:
         self._wake.set()
 
     def kill(self, code: int, reason: str) -> None:
-        """Close now: stop writing, drop the buffer, close the socket in the background."""
+        """Close now: stop writing, drop the buffer, close the socket in the background (the
+        outlet owns that task; `aclose` waits for it).
+
+        Cancelling the writer is safe mid-send: uvicorn writes a frame synchronously once the
+        transport is writable, so a cancelled send has written all of its frame or none of it.
+        """
         if self.closed:
             return
         self.closed = True
+        self.close_code = code
         self.queue.clear()
         self.buffered = 0
         self._wake.set()
         if self._writer is not None and not self._writer.done():
             self._writer.cancel()
+        if code == 1008:
+            log.warning("closing a slow consumer", conn_id=self.conn_id, reason=reason, dropped=self.dropped)
         if self.on_close is not None:
-            task = asyncio.ensure_future(self.on_close(code, reason))
-            _background.add(task)
-            task.add_done_callback(_background.discard)
+            self._closer = asyncio.create_task(self.on_close(code, reason), name=f"close-{self.conn_id}")
 
     async def drain(self, timeout: float = 2.0) -> None:
         """Wait until the buffer is written (or `timeout`)."""
@@ -136,6 +154,7 @@ class Outlet:
             await asyncio.sleep(0.01)
 
     async def aclose(self) -> None:
+        """Stop the writer and finish a close `kill` started. Idempotent."""
         self.closed = True
         self._wake.set()
         if self._writer is not None:
@@ -143,6 +162,10 @@ class Outlet:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._writer
             self._writer = None
+        if self._closer is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._closer
+            self._closer = None
 
     async def _write_loop(self) -> None:
         try:
@@ -159,9 +182,8 @@ class Outlet:
         except Exception:
             # The socket went away; the connection handler notices and cleans up.
             self.closed = True
-
-
-_background: set[asyncio.Task[Any]] = set()
+            self.queue.clear()
+            self.buffered = 0
 
 
 class Hub:

@@ -1,19 +1,32 @@
 """`SessionRow`: how a session is shown to clients (`sessions.list`, `sessions.describe`, trees,
 `sessions.changed`). It carries the fields PROTOCOL.md names plus the OpenClaw fields clients
-read most (`agentId`, `displayName`, token totals, `effectiveQueueMode`)."""
+read most (`agentId`, `displayName`, token totals, `effectiveQueueMode`, `modelProvider`).
+`model` is the model a run would use: the session's own (`modelOverride`), else its agent's."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from sessions.errors import SessionsError
 from sessions.manager import SessionManager
 from sessions.store import SessionRecord, TreeNode
+
+
+def _effective_model(record: SessionRecord, manager: SessionManager | None) -> str | None:
+    """The session's own model, else its agent's (what a run would use)."""
+    if record.model or manager is None:
+        return record.model
+    try:
+        return manager.directory.profile(record.agent_id).model
+    except SessionsError:
+        return None
 
 
 def session_row(record: SessionRecord, manager: SessionManager | None = None) -> dict[str, Any]:
     active = manager.active_run_ids(record.id) if manager is not None else []
     keys = list(record.keys)
     key = keys[0] if keys else None
+    model = _effective_model(record, manager)
     return {
         "key": key,
         "keys": keys,
@@ -28,7 +41,9 @@ def session_row(record: SessionRecord, manager: SessionManager | None = None) ->
         "archived": record.status == "archived",
         "hasActiveRun": bool(active),
         "activeRunIds": active,
-        "model": record.model,
+        "model": model,
+        "modelProvider": model.partition("/")[0] if model else None,
+        "modelOverride": record.model,
         "thinkingLevel": record.thinking_level,
         "effectiveQueueMode": record.queue_mode,
         "inputTokens": record.input_tokens,

@@ -20,7 +20,7 @@ import structlog
 from gateway import __version__
 from gateway.auth import FailureLimiter, check_origin
 from gateway.bridge import Bridge
-from gateway.hub import Hub, encode_event
+from gateway.hub import Hub, Outlet, encode_event
 from gateway.protocol import frames, handshake
 from gateway.protocol.methods import EVENTS, METHODS
 from gateway.rows import session_row
@@ -44,6 +44,9 @@ class Limits:
     requests_per_second: float = 200.0
     request_burst: int = 400
     max_inflight: int = 64
+    auth_max_failures: int = 10
+    auth_failure_window_s: float = 60.0
+    auth_lockout_s: float = 300.0
 
 
 @dataclass(eq=False)
@@ -62,18 +65,34 @@ class GatewayState:
     reload_hook: Any = None
     channels: Any = None
     ready: bool = False
+    stopping: bool = False
     started_at: float = field(default_factory=time.time)
     boot_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     presence_version: int = 1
     health_version: int = 1
     _tasks: set[asyncio.Future[Any]] = field(default_factory=set)
     _presence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _auth_limits: tuple[int, float, float] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
+        self.set_limits(self.limits)
+
+    def set_limits(self, limits: Limits) -> None:
+        """Apply limits (at start and on reload; connections read them when they start). Known
+        failed authentications are kept when the auth limits do not change."""
+        previous = self._auth_limits
+        self.limits = limits
         self.parser = frames.FrameParser(
-            max_payload=self.limits.max_payload, pre_auth_max_payload=self.limits.pre_auth_max_payload
+            max_payload=limits.max_payload, pre_auth_max_payload=limits.pre_auth_max_payload
         )
-        self.auth_failures = FailureLimiter()
+        auth = (limits.auth_max_failures, limits.auth_failure_window_s, limits.auth_lockout_s)
+        if previous is None or previous != auth:
+            self.auth_failures = FailureLimiter(
+                max_failures=limits.auth_max_failures,
+                window_s=limits.auth_failure_window_s,
+                lockout_s=limits.auth_lockout_s,
+            )
+        self._auth_limits = auth
 
     # --- background work ----------------------------------------------------------------------
 
@@ -169,21 +188,44 @@ class GatewayState:
     # --- snapshots ----------------------------------------------------------------------------
 
     def _health_sync(self) -> dict[str, Any]:
+        """The health object, shaped like OpenClaw's (`channels` keyed by channel id, in
+        `channelOrder`); `sessions.count`/`recent` are filled in by `health_snapshot`."""
+        default = self.directory.default_agent_id
+        channels: dict[str, Any] = {}
+        labels: dict[str, str] = {}
+        for index, entry in enumerate(self.channels_status()):
+            channel_id = str(entry.get("id") or entry.get("channel") or index)
+            channels[channel_id] = entry
+            labels[channel_id] = str(entry.get("label") or channel_id)
         return {
             "ok": True,
             "ts": _now(),
             "durationMs": 0,
-            "defaultAgentId": self.directory.default_agent_id,
-            "agents": [{"agentId": p.id, "model": p.model} for p in self.directory.profiles()],
-            "channels": self.channels_status(),
-            "sessions": {"live": self.manager.live_count(), "running": self.manager.running_count()},
+            "channels": channels,
+            "channelOrder": list(channels),
+            "channelLabels": labels,
+            "defaultAgentId": default,
+            "agents": [
+                {"agentId": p.id, "isDefault": p.id == default, "model": p.model}
+                for p in self.directory.profiles()
+            ],
+            "sessions": {
+                "path": self._db_label(),
+                "live": self.manager.live_count(),
+                "running": self.manager.running_count(),
+            },
         }
 
     async def health_snapshot(self) -> dict[str, Any]:
         started = time.perf_counter()
         snapshot = self._health_sync()
-        _, total = await self.store.list_sessions(limit=1)
+        records, total = await self.store.list_sessions(limit=5)
+        now = _now()
         snapshot["sessions"]["count"] = total
+        snapshot["sessions"]["recent"] = [
+            {"key": (r.keys or [None])[0], "updatedAt": r.updated_at, "age": max(0, now - r.updated_at)}
+            for r in records
+        ]
         snapshot["durationMs"] = int((time.perf_counter() - started) * 1000)
         return snapshot
 
@@ -210,21 +252,39 @@ class GatewayState:
             },
         }
 
+    def database_label(self) -> str:
+        """Where sessions are stored, with any password masked (OpenClaw's `path`)."""
+        return self._db_label()
+
     def _db_label(self) -> str:
-        url = str(getattr(self.store, "url", ""))
+        url = self.store.database.url.render_as_string(hide_password=True)
         if "@" in url:
             scheme, _, rest = url.partition("://")
             return f"{scheme}://***@{rest.split('@', 1)[1]}"
         return url
 
     def channels_status(self) -> list[dict[str, Any]]:
+        """Each channel as its binding reports it, plus `lastInboundAgoMs`: milliseconds since the
+        last inbound frame, computed here from `lastInboundAt` (Unix ms) so that a client on
+        another clock reads the right age; null until the first frame."""
         if self.channels is None:
             return []
         try:
-            return list(self.channels.status())
+            reported = list(self.channels.status())
         except Exception:
             log.exception("channel status failed")
             return []
+        now = _now()
+        rows = []
+        for entry in reported:
+            row = dict(entry)
+            last = row.get("lastInboundAt")
+            ago = None
+            if isinstance(last, int | float) and not isinstance(last, bool):
+                ago = max(0, now - int(last))
+            row["lastInboundAgoMs"] = ago
+            rows.append(row)
+        return rows
 
     def redacted_config(self) -> dict[str, Any]:
         return self.config_view
@@ -246,18 +306,24 @@ class GatewayState:
         result: dict[str, Any] | None = await self.channels.pairing_approve(code)
         return result
 
-    async def shutdown_connections(self, reason: str, restart_expected_ms: int | None = None) -> None:
+    def announce_shutdown(self, reason: str, restart_expected_ms: int | None = None) -> None:
+        """Tell every connected client the gateway is stopping (`shutdown`, once)."""
         from gateway.connection import shutdown_frame
 
-        frame = shutdown_frame(reason, restart_expected_ms)
+        self.hub.broadcast(shutdown_frame(reason, restart_expected_ms))
+
+    async def close_connections(self) -> None:
+        """Close every connection with 1012 "service restart" after writing what it has queued."""
         outlets = list(self.hub.outlets.values())
-        for outlet in outlets:
-            outlet.send_event(frame)
-        for outlet in outlets:
+
+        async def close(outlet: Outlet) -> None:
             with contextlib.suppress(Exception):
                 await outlet.drain(timeout=1.0)
             with contextlib.suppress(Exception):
                 await outlet.transport.close(1012, "service restart")
+
+        # Concurrently: a client that does not read holds up only its own close.
+        await asyncio.gather(*(close(outlet) for outlet in outlets))
 
 
 def _now() -> int:

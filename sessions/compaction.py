@@ -2,10 +2,10 @@
 
 The algorithm follows pi's coding agent: estimate tokens (characters / 4), walk back from the
 newest message until `keep_recent_tokens` are kept, move the cut to a valid point (a user or
-assistant message — never a tool result, so a tool call is never separated from its result),
-summarise everything before the cut with the session's own model, and write a `compaction`
-entry `{summary, firstKeptEntryId, tokensBefore}`. Later contexts start from the summary followed
-by the kept entries (see `sessions.context`).
+assistant message, never a tool result, so a tool call is never separated from its result),
+summarise everything before the cut (with the previous summary, when there is one) with the
+session's own model, and write a `compaction` entry `{summary, firstKeptEntryId, tokensBefore}`.
+Later contexts start from the summary followed by the kept entries (see `sessions.context`).
 """
 
 from __future__ import annotations
@@ -28,11 +28,25 @@ from agent_core import (
     ThinkingContent,
     ToolCall,
     UserMessage,
-    parse_message,
     text_of,
 )
 from agent_core._util import resolve
-from sessions.context import COMPACTION_ROLE
+from sessions.context import COMPACTION_ROLE, build_context, view_of
+
+__all__ = [
+    "SUMMARY_SYSTEM_PROMPT",
+    "CompactionError",
+    "CompactionPlan",
+    "CompactionResult",
+    "CutPoint",
+    "context_tokens",
+    "estimate_tokens",
+    "find_cut_point",
+    "plan",
+    "serialize_for_summary",
+    "should_compact",
+    "summarize",
+]
 
 SUMMARY_SYSTEM_PROMPT = (
     "You write hand-over notes for a coding and research assistant whose conversation is too long "
@@ -53,6 +67,18 @@ class CompactionError(Exception):
 class CutPoint:
     first_kept_index: int
     tokens_before: int
+    """Estimated tokens of the messages before the cut."""
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """What one compaction does: summarise `to_summarize` (continuing `previous_summary`) and keep
+    the history from `first_kept_entry_id` on. `tokens_before` estimates the context before."""
+
+    to_summarize: list[AgentMessage]
+    first_kept_entry_id: str
+    tokens_before: int
+    previous_summary: str | None
 
 
 @dataclass(frozen=True)
@@ -73,8 +99,7 @@ def estimate_tokens(message: AgentMessage) -> int:
     """A cheap, provider-independent estimate: characters / 4, images at a flat rate."""
     chars = 0
     images = 0
-    role = message.role
-    if role == COMPACTION_ROLE:
+    if message.role == COMPACTION_ROLE:
         chars = len(str(getattr(message, "summary", "")))
     content = getattr(message, "content", None)
     if isinstance(content, str):
@@ -104,13 +129,12 @@ def context_tokens(messages: Sequence[AgentMessage]) -> int:
 
 
 def should_compact(tokens: int, context_window: int, reserve_tokens: int) -> bool:
-    return tokens > context_window - reserve_tokens
+    return context_window > 0 and tokens > context_window - reserve_tokens
 
 
 def find_cut_point(messages: Sequence[AgentMessage], keep_recent_tokens: int) -> CutPoint | None:
-    """Index of the first message to keep, or None when there is nothing worth compacting."""
-    if len(messages) < 2:
-        return None
+    """Where the kept part starts: the newest messages worth at least `keep_recent_tokens`,
+    extended back to a user or assistant message. None when that leaves nothing to summarise."""
     kept = 0
     cut = len(messages)
     for index in range(len(messages) - 1, -1, -1):
@@ -118,19 +142,29 @@ def find_cut_point(messages: Sequence[AgentMessage], keep_recent_tokens: int) ->
         cut = index
         if kept >= keep_recent_tokens:
             break
-    # Move back to a valid cut point: never start the kept part with a tool result.
-    while cut > 0 and messages[cut].role == "toolResult":
+    # A tool result stays with the assistant message that called it.
+    while cut > 0 and messages[cut].role not in ("user", "assistant"):
         cut -= 1
-    # Prefer starting the kept part at a user message (a whole turn) when one is close by.
-    probe = cut
-    while probe > 0 and messages[probe].role not in ("user",):
-        probe -= 1
-    if messages[probe].role == "user" and probe > 0:
-        cut = probe
     if cut <= 0:
         return None
-    tokens_before = sum(estimate_tokens(m) for m in messages[:cut])
-    return CutPoint(first_kept_index=cut, tokens_before=tokens_before)
+    return CutPoint(first_kept_index=cut, tokens_before=sum(estimate_tokens(m) for m in messages[:cut]))
+
+
+def plan(entries: Sequence[Any], keep_recent_tokens: int) -> CompactionPlan:
+    """The compaction of a resolved transcript. Raise CompactionError when there is not enough
+    history to compact."""
+    view = view_of(entries)
+    messages = [message for _, message in view.messages]
+    cut = find_cut_point(messages, keep_recent_tokens)
+    if cut is None:
+        raise CompactionError("there is not enough history to compact")
+    previous = view.compaction.get("summary") if view.compaction is not None else None
+    return CompactionPlan(
+        to_summarize=messages[: cut.first_kept_index],
+        first_kept_entry_id=view.messages[cut.first_kept_index][0],
+        tokens_before=context_tokens(build_context(entries)),
+        previous_summary=previous if isinstance(previous, str) else None,
+    )
 
 
 def serialize_for_summary(messages: Sequence[AgentMessage], previous_summary: str | None) -> str:
@@ -166,38 +200,21 @@ async def summarize(
     previous_summary: str | None = None,
     signal: AbortSignal | None = None,
 ) -> str:
-    """Ask the session's model for the structured summary. Raises CompactionError on failure."""
+    """Ask the session's model for the structured summary. Raise CompactionError on failure."""
     prompt = serialize_for_summary(messages, previous_summary)
     context = Context(
         system_prompt=SUMMARY_SYSTEM_PROMPT,
         messages=[UserMessage(content=[TextContent(text=prompt)])],
     )
     options = StreamOptions(api_key=api_key, signal=signal, max_tokens=min(model.max_tokens, 8_192))
-    stream = await resolve(stream_fn(model, context, options))
-    final = await stream.result()
+    try:
+        stream = await resolve(stream_fn(model, context, options))
+        final = await stream.result()
+    except Exception as exc:
+        raise CompactionError(f"the summary call failed: {exc}") from exc
     if final.stop_reason in ("error", "aborted"):
         raise CompactionError(f"the summary call failed: {final.error_message or final.stop_reason}")
     text = text_of(final).strip()
     if not text:
         raise CompactionError("the model returned an empty summary")
     return text
-
-
-def messages_of(entries: Sequence[Any]) -> list[tuple[str, AgentMessage]]:
-    """(entry id, message) for the message entries of a resolved transcript after its last
-    compaction's kept point, plus that compaction's summary text."""
-    out: list[tuple[str, AgentMessage]] = []
-    for entry in entries:
-        if entry.kind == "message":
-            payload = entry.payload if isinstance(entry.payload, dict) else json.loads(entry.payload)
-            out.append((entry.id, parse_message(payload)))
-    return out
-
-
-def previous_compaction(entries: Sequence[Any]) -> tuple[str | None, str | None]:
-    """(summary, first kept entry id) of the newest compaction on the path, if any."""
-    for entry in reversed(entries):
-        if entry.kind == "compaction":
-            payload = entry.payload if isinstance(entry.payload, dict) else json.loads(entry.payload)
-            return payload.get("summary"), payload.get("firstKeptEntryId")
-    return None, None

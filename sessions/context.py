@@ -2,13 +2,16 @@
 
 The transcript of a session is its ancestors' entries up to each branch point, then its own (the
 store resolves that). Only `message` and `compaction` entries shape the model's view: with a
-compaction on the path, the context is the summary, then the messages from the compaction's
-first kept entry on. Other entry kinds (labels, model changes, custom data) never reach the model.
+compaction on the path, the context is the newest compaction's summary, then the messages from
+its first kept entry on. Other entry kinds (labels, model changes, custom data) never reach the
+model.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agent_core import (
@@ -20,6 +23,16 @@ from agent_core import (
     parse_message,
 )
 
+__all__ = [
+    "COMPACTION_ROLE",
+    "SUMMARY_PREFIX",
+    "SUMMARY_SUFFIX",
+    "View",
+    "build_context",
+    "convert_to_llm",
+    "view_of",
+]
+
 COMPACTION_ROLE = "compactionSummary"
 SUMMARY_PREFIX = (
     "The conversation so far was compacted. This summary stands for the earlier messages:\n\n<summary>\n"
@@ -27,35 +40,29 @@ SUMMARY_PREFIX = (
 SUMMARY_SUFFIX = "\n</summary>"
 
 
-class EntryLike:
-    """What the builder needs of a transcript entry (the store's EntryRecord satisfies it)."""
+@dataclass(frozen=True)
+class View:
+    """What the model sees of a transcript: the newest compaction's payload (None without one)
+    and the message entries after it, as (entry id, message)."""
 
-    id: str
-    kind: str
-    payload: Any
+    compaction: dict[str, Any] | None
+    messages: list[tuple[str, AgentMessage]]
 
 
-def build_context(entries: Sequence[Any]) -> list[AgentMessage]:
-    """The messages an agent starts a run from, given the session's resolved transcript."""
+def view_of(entries: Sequence[Any]) -> View:
+    """The model's view of a resolved transcript (entries with `id`, `kind`, `payload`)."""
     compaction_index = None
     for index in range(len(entries) - 1, -1, -1):
         if entries[index].kind == "compaction":
             compaction_index = index
             break
     if compaction_index is None:
-        return [_message(e) for e in entries if e.kind == "message"]
-
-    compaction = entries[compaction_index]
-    payload = _payload(compaction)
+        return View(None, [(e.id, _message(e)) for e in entries if e.kind == "message"])
+    payload = _payload(entries[compaction_index])
     first_kept = payload.get("firstKeptEntryId")
-    messages: list[AgentMessage] = [
-        CustomMessage(
-            role=COMPACTION_ROLE,
-            summary=payload.get("summary", ""),
-            tokensBefore=payload.get("tokensBefore", 0),
-            timestamp=payload.get("timestamp", 0) or 0,
-        )
-    ]
+    kept: list[tuple[str, AgentMessage]] = []
+    # Kept: from the first kept entry (before the compaction entry) on, or else everything after
+    # the compaction entry.
     keeping = first_kept is None
     for index, entry in enumerate(entries):
         if index == compaction_index:
@@ -64,7 +71,26 @@ def build_context(entries: Sequence[Any]) -> list[AgentMessage]:
         if not keeping and entry.id == first_kept:
             keeping = True
         if keeping and entry.kind == "message":
-            messages.append(_message(entry))
+            kept.append((entry.id, _message(entry)))
+    return View(payload, kept)
+
+
+def build_context(entries: Sequence[Any]) -> list[AgentMessage]:
+    """The messages an agent starts a run from, given the session's resolved transcript: the
+    compaction summary (as a `compactionSummary` message) when there is one, then the kept
+    messages."""
+    view = view_of(entries)
+    messages: list[AgentMessage] = []
+    if view.compaction is not None:
+        messages.append(
+            CustomMessage(
+                role=COMPACTION_ROLE,
+                summary=view.compaction.get("summary", ""),
+                tokensBefore=view.compaction.get("tokensBefore", 0),
+                timestamp=view.compaction.get("timestamp", 0) or 0,
+            )
+        )
+    messages.extend(message for _, message in view.messages)
     return messages
 
 
@@ -89,8 +115,6 @@ def convert_to_llm(messages: list[AgentMessage]) -> list[Message]:
 def _payload(entry: Any) -> dict[str, Any]:
     payload = entry.payload
     if isinstance(payload, str):
-        import json
-
         payload = json.loads(payload)
     return payload if isinstance(payload, dict) else {}
 

@@ -6,9 +6,16 @@ commits everything that is pending in one transaction (group commit: under load 
 events share a commit), then publishes the events in the order they were appended. Nothing is
 published before it is durable, so a `seq` a client has seen is never reused after a crash.
 
+Producers: each session has one producer at a time (its lane), which numbers its events and
+appends them without awaiting anything in between, so a session's items are queued in `seq`
+order.
+
 Queue policy: at most `max_pending` items wait; `append` waits for room (back-pressure on the
-agent loops that produce events) rather than dropping anything. A failed commit is retried with
-backoff until it succeeds or the journal is closed; `pending` is observable.
+agent loops that produce events) rather than dropping anything. A commit that fails because the
+database is unavailable is retried with backoff until it succeeds or the journal is closed. A
+batch the store refuses for another reason is committed item by item, so only the refused item
+fails (its `commit()` raises; an `append()`ed one is logged) and the writer keeps going.
+`pending` and `pending_for(session_id)` are observable.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,13 +31,20 @@ import structlog
 
 from sessions.errors import StoreUnavailable
 from sessions.session_events import EventPublisher, SessionEvent
-from sessions.store import NewEntry, NewEvent, Store
+from sessions.store import BatchItem, NewEntry, NewEvent, Store
+
+__all__ = ["Journal", "JournalItem"]
 
 log = structlog.get_logger("sessions.journal")
+
+CLOSE_TIMEOUT_S = 30.0
+MAX_BACKOFF_S = 2.0
 
 
 @dataclass(slots=True)
 class JournalItem:
+    """One session's share of a commit; an empty `session_id` marks a flush."""
+
     session_id: str
     entries: list[NewEntry] = field(default_factory=list)
     events: list[SessionEvent] = field(default_factory=list)
@@ -53,8 +67,10 @@ class Journal:
         self._max_pending = max_pending
         self._max_batch = max_batch
         self._queue: deque[JournalItem] = deque()
+        self._per_session: dict[str, int] = {}
         self._wakeup = asyncio.Event()
-        self._room = asyncio.Condition()
+        self._room = asyncio.Event()
+        self._room.set()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._on_committed = on_committed
@@ -62,24 +78,31 @@ class Journal:
 
     @property
     def pending(self) -> int:
+        """Items queued and not yet committed."""
         return len(self._queue)
 
+    def pending_for(self, session_id: str) -> int:
+        """Items of one session queued and not yet committed."""
+        return self._per_session.get(session_id, 0)
+
     async def start(self) -> None:
-        if self._task is None:
+        if self._task is None and not self._closing:
             self._task = asyncio.create_task(self._writer(), name="journal-writer")
 
     async def append(self, item: JournalItem) -> None:
-        """Queue an item for commit; waits while the journal is full."""
+        """Queue an item for commit; waits while the journal is full. Raise StoreUnavailable
+        once the journal is closing."""
         if self._closing:
             raise StoreUnavailable("the gateway is shutting down", retry_after_ms=1000)
-        if len(self._queue) >= self._max_pending:
-            async with self._room:
-                await self._room.wait_for(lambda: len(self._queue) < self._max_pending)
-        self._queue.append(item)
-        self._wakeup.set()
+        while len(self._queue) >= self._max_pending:
+            await self._room.wait()
+            if self._closing:
+                raise StoreUnavailable("the gateway is shutting down", retry_after_ms=1000)
+        self._push(item)
 
     async def commit(self, item: JournalItem) -> None:
-        """Queue an item and wait until it (and everything queued before it) is committed."""
+        """Queue an item and wait until it (and everything queued before it) is committed and
+        published. Raise the store's error when the store refuses this item."""
         item.done = asyncio.get_running_loop().create_future()
         await self.append(item)
         await item.done
@@ -89,16 +112,32 @@ class Journal:
         await self.commit(JournalItem(session_id=""))
 
     async def aclose(self) -> None:
-        """Commit what is queued, then stop the writer. Idempotent."""
-        if self._task is None:
-            return
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.flush(), timeout=30)
+        """Refuse new items, commit what is queued (for at most 30 s), then stop the writer.
+        Items still queued after that fail with StoreUnavailable. Idempotent."""
         self._closing = True
+        self._room.set()  # producers waiting for room give up
         task, self._task = self._task, None
+        if task is None:
+            return
+        drained: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._push(JournalItem(session_id="", done=drained))
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.shield(drained), timeout=CLOSE_TIMEOUT_S)
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        while self._queue:
+            self._settle(self._queue[0], StoreUnavailable("the journal was closed before this was committed"))
+
+    # --- the writer ---------------------------------------------------------------------------
+
+    def _push(self, item: JournalItem) -> None:
+        self._queue.append(item)
+        if len(self._queue) >= self._max_pending:
+            self._room.clear()
+        if item.session_id:
+            self._per_session[item.session_id] = self._per_session.get(item.session_id, 0) + 1
+        self._wakeup.set()
 
     async def _writer(self) -> None:
         delay = 0.05
@@ -108,42 +147,82 @@ class Journal:
                 await self._wakeup.wait()
                 continue
             batch = [self._queue[i] for i in range(min(len(self._queue), self._max_batch))]
-            real = [item for item in batch if item.session_id]
             try:
-                if real:
-                    await self._store.commit_batch(
-                        [
-                            (
-                                item.session_id,
-                                item.entries,
-                                [_new_event(e) for e in item.events],
-                                item.session_fields,
-                            )
-                            for item in real
-                        ]
-                    )
+                await self._write(batch)
             except StoreUnavailable as exc:
                 log.warning("journal commit failed, retrying", error=str(exc), retry_in_s=delay)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                delay = min(delay * 2, MAX_BACKOFF_S)
+                continue
+            except Exception:
+                # One item the store refuses must not take the others (or the writer) down.
+                await self._write_one_by_one(batch)
                 continue
             delay = 0.05
-            for _ in batch:
-                self._queue.popleft()
-            self.commits += 1
-            async with self._room:
-                self._room.notify_all()
-            for item in real:
-                for event in item.events:
-                    try:
-                        self._publisher.publish(event)
-                    except Exception:  # a subscriber must never stop the journal
-                        log.exception("publishing a session event failed", event=event.name)
-            if self._on_committed is not None:
-                self._on_committed(real)
             for item in batch:
-                if item.done is not None and not item.done.done():
-                    item.done.set_result(None)
+                self._settle(item, None)
+
+    async def _write_one_by_one(self, batch: list[JournalItem]) -> None:
+        delay = 0.05
+        for item in batch:
+            while True:
+                try:
+                    await self._write([item])
+                except StoreUnavailable as exc:
+                    log.warning("journal commit failed, retrying", error=str(exc), retry_in_s=delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, MAX_BACKOFF_S)
+                    continue
+                except Exception as exc:
+                    log.error(
+                        "the store refused a journal item; it is dropped",
+                        session_id=item.session_id,
+                        events=[e.name for e in item.events],
+                        error=str(exc),
+                    )
+                    self._settle(item, exc)
+                else:
+                    self._settle(item, None)
+                break
+
+    async def _write(self, items: Sequence[JournalItem]) -> None:
+        real: list[BatchItem] = [
+            (item.session_id, item.entries, [_new_event(e) for e in item.events], item.session_fields)
+            for item in items
+            if item.session_id
+        ]
+        if real:
+            await self._store.commit_batch(real)
+            self.commits += 1
+
+    def _settle(self, item: JournalItem, error: BaseException | None) -> None:
+        """Take the (committed or refused) item off the front of the queue, publish it when it
+        was committed, and wake whoever waits for it."""
+        self._queue.popleft()
+        if item.session_id:
+            left = self._per_session.get(item.session_id, 1) - 1
+            if left > 0:
+                self._per_session[item.session_id] = left
+            else:
+                self._per_session.pop(item.session_id, None)
+        if error is None:
+            for event in item.events:
+                try:
+                    self._publisher.publish(event)
+                except Exception:  # a subscriber must never stop the journal
+                    log.exception("publishing a session event failed", event=event.name)
+            if self._on_committed is not None and item.session_id:
+                try:
+                    self._on_committed([item])
+                except Exception:
+                    log.exception("the journal's commit callback failed")
+        if item.done is not None and not item.done.done():
+            if error is None:
+                item.done.set_result(None)
+            else:
+                item.done.set_exception(error)
+        if len(self._queue) < self._max_pending:
+            self._room.set()
 
 
 def _new_event(event: SessionEvent) -> NewEvent:

@@ -2,11 +2,19 @@
 
 It accepts inputs (recorded in the input ledger before the caller is answered), decides what
 each becomes while a run is active (the session's queue mode), runs agents on the session's lane
-under the global run limiter, turns every agent event into durable numbered session events
-through the journal, ends each run with a recorded termination reason, and recovers what a crash
-left behind. Operations that change a session's history (runs, compaction, reset, branch at the
-head) go through the session's lane; steering, follow-ups and aborts reach the running agent at
-once.
+under the global run limiter, ends each run with a recorded termination reason, and recovers what
+a crash left behind. Operations that change a session's history (runs, compaction, inject) go
+through the session's lane; steering, follow-ups and aborts reach the running agent at once.
+Driving the agent of one run is `sessions.live.RunDriver`'s job.
+
+Every accepted input ends in exactly one recorded outcome: `done` (with the outcome of the run it
+ended in), `rejected` (the run could not happen) or `interrupted` (the gateway stopped during its
+run). Inputs still waiting when the gateway stops stay `queued`, `steered` or `followup` and run
+after the restart.
+
+Sub-agent runs (`kind == "subagent"`) whose parent session has a run in progress run without a
+slot of the global limiter: the parent holds one and waits for them, so taking another could
+deadlock once every slot is held by a parent.
 """
 
 from __future__ import annotations
@@ -17,27 +25,20 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import structlog
 
 from agent_core import (
     AbortSignal,
     Agent,
-    AgentEvent,
     AgentMessage,
+    AgentTool,
     AssistantMessage,
-    AssistantMessageEventStream,
-    Context,
-    ErrorEvent,
-    MessageEndEvent,
-    MessageStartEvent,
-    MessageUpdateEvent,
     Model,
     StreamFn,
-    StreamOptions,
     TextContent,
-    TextDeltaEvent,
+    ThinkingLevel,
     UserMessage,
     parse_message,
     text_of,
@@ -45,11 +46,19 @@ from agent_core import (
 from agent_core._util import resolve
 from sessions import compaction as compaction_mod
 from sessions.context import build_context
-from sessions.errors import InvalidRequest, NotFound, SessionsError, StoreUnavailable
+from sessions.errors import (
+    Conflict,
+    InvalidRequest,
+    InvalidTransition,
+    LaneFull,
+    NotFound,
+    SessionsError,
+    StoreUnavailable,
+)
 from sessions.ids import new_id
 from sessions.journal import Journal, JournalItem
 from sessions.lane import LaneRegistry, RunLimiter
-from sessions.live import LiveSession, RunState
+from sessions.live import LiveSession, RunDriver, RunOutcome, RunPhase, RunSetup, RunState, input_keys_of
 from sessions.profiles import (
     QUEUE_MODES,
     AgentDirectory,
@@ -58,20 +67,27 @@ from sessions.profiles import (
     RunSettings,
     ToolsFactory,
 )
+from sessions.records import EntryRecord
 from sessions.recovery import recover
+from sessions.schema import SessionKind, SessionStatus
 from sessions.session_events import Draft, EventPublisher, NullPublisher
 from sessions.store import InputRecord, NewEntry, SessionRecord, Store
+
+__all__ = ["AbortSignal", "SessionManager", "SubmitResult", "agent_from_key", "kind_from_key"]
 
 log = structlog.get_logger("sessions.manager")
 T = TypeVar("T")
 
 FINAL_INPUT_STATES = frozenset({"done", "rejected", "interrupted"})
+_QUEUED_STATUS = {"steer": "steered", "followup": "followup", "collect": "followup"}
 
 
 @dataclass(frozen=True)
 class SubmitResult:
     """The answer to an inbound message. `status` is `started` (accepted now), `in_flight` (the
-    key was seen and has not finished) or the stored outcome (`ok`, `error`, `aborted`)."""
+    key was seen and has not finished) or the stored outcome (`ok`, `error`, `aborted`).
+    `disposition` says what an accepted message became: `queued` (a run of its own, or joined a
+    run that has not started), `steered` or `followup`."""
 
     run_id: str
     status: str
@@ -81,6 +97,8 @@ class SubmitResult:
 
 
 class SessionManager:
+    """Live sessions over one store. `await start()` before use; `await aclose()` at the end."""
+
     def __init__(
         self,
         store: Store,
@@ -100,51 +118,71 @@ class SessionManager:
         self.journal = Journal(store, self.publisher)
         self.lanes = LaneRegistry(max_depth=self.settings.lane_depth)
         self.limiter = RunLimiter(self.settings.max_concurrent_runs)
+        # Live sessions in LRU order (most recently used last); see `_evict`.
         self._live: OrderedDict[str, LiveSession] = OrderedDict()
         self._loading: dict[str, asyncio.Future[LiveSession]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._run_done: dict[str, asyncio.Event] = {}
+        # Run tasks, from acceptance until their outcome is recorded.
+        self._tasks: set[asyncio.Task[None]] = set()
+        # Per input key, set once the input's outcome is recorded; only while someone waits.
+        self._waiters: dict[str, asyncio.Event] = {}
         self._accepting = False
+        self._closed = False
         self._sweeper: asyncio.Task[None] | None = None
         self.started_at = time.time()
 
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the journal, close what a crash left open, resume accepted inputs."""
+        """Start the journal, close what a crash left open, run the inputs that were accepted
+        and never started."""
         await self.journal.start()
-        pending = await recover(self.store, self.journal, self.publisher)
+        pending = await recover(self.store, self.journal)
         self._accepting = True
         for session_id, inputs in pending.items():
-            await self._resume_inputs(session_id, inputs)
+            try:
+                await self._resume_inputs(session_id, inputs)
+            except SessionsError as exc:
+                await self._settle([i.idempotency_key for i in inputs], "rejected", reason=str(exc))
         self._sweeper = asyncio.create_task(self._sweep(), name="live-session-sweeper")
 
     async def aclose(self, *, grace_s: float | None = None) -> None:
-        """Graceful stop: refuse new inputs, give runs `grace_s`, abort the rest with
-        `gateway_shutdown`, flush the event log. Idempotent."""
+        """Graceful stop: refuse new inputs, give active runs `grace_s` (default
+        `shutdown_grace_s`) to end, abort the rest with `gateway_shutdown`, flush the event log.
+        Inputs that have not started stay queued and run after the next start. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         self._accepting = False
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
             self._sweeper = None
+        for live in self._live.values():
+            if live.collect_timer is not None:
+                live.collect_timer.cancel()
+                live.collect_timer = None
         grace = self.settings.shutdown_grace_s if grace_s is None else grace_s
-        runs = [live.run for live in self._live.values() if live.run is not None]
-        if runs:
-            waits = [asyncio.ensure_future(r.finished.wait()) for r in runs]
-            _, still = await asyncio.wait(waits, timeout=grace)
-            for fut in still:
-                fut.cancel()
-            for live in list(self._live.values()):
-                if live.run is not None and not live.run.finished.is_set():
-                    self._abort_live(live, "gateway_shutdown")
         if self._tasks:
-            _, stuck = await asyncio.wait(list(self._tasks), timeout=max(grace, 5.0))
+            await asyncio.wait(list(self._tasks), timeout=grace)
+        for live in list(self._live.values()):
+            live.abort("gateway_shutdown")
+        if self._tasks:
+            _, stuck = await asyncio.wait(list(self._tasks), timeout=self.settings.abort_grace_s + 5.0)
             for task in stuck:
                 task.cancel()
             if stuck:
                 await asyncio.gather(*stuck, return_exceptions=True)
+        for event in self._waiters.values():
+            event.set()
         await self.journal.aclose()
+
+    async def __aenter__(self) -> SessionManager:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     # --- sessions -----------------------------------------------------------------------------
 
@@ -172,6 +210,7 @@ class SessionManager:
             return existing
 
     async def get(self, *, key: str | None = None, session_id: str | None = None) -> SessionRecord:
+        """The session by id or key; raise NotFound."""
         record = None
         if session_id:
             record = await self.store.get_session(session_id)
@@ -198,10 +237,17 @@ class SessionManager:
         return len(self._live)
 
     def running_count(self) -> int:
-        return sum(1 for live in self._live.values() if live.run is not None)
+        """Runs whose agent runs or whose outcome is being recorded."""
+        return sum(
+            1
+            for live in self._live.values()
+            if live.run is not None and live.run.phase in (RunPhase.RUNNING, RunPhase.FINISHING)
+        )
 
     def queue_depths(self) -> dict[str, int]:
-        out = {}
+        """Per session with any: messages waiting in the agent's queues or the collect buffer,
+        plus operations on its lane."""
+        out: dict[str, int] = {}
         for sid, live in self._live.items():
             depth = len(live.collect_buffer) + live.agent.pending_message_count
             if depth:
@@ -221,18 +267,24 @@ class SessionManager:
         queue_mode: str | None = None,
         source: dict[str, Any] | None = None,
     ) -> SubmitResult:
-        """Record an inbound message and act on it. Never runs the same key twice."""
+        """Record an inbound message, then act on it. Never runs the same key twice: a key seen
+        before answers `in_flight` or its stored outcome.
+
+        Raise StoreUnavailable while the manager is not accepting (starting or stopping),
+        LaneFull when the session has too many operations waiting, InvalidRequest for an unknown
+        queue mode.
+        """
         if not self._accepting:
             raise StoreUnavailable("the gateway is not accepting messages right now", retry_after_ms=2000)
         if queue_mode is not None and queue_mode not in QUEUE_MODES:
             raise InvalidRequest(f"queueMode must be one of {', '.join(QUEUE_MODES)}")
-        user = _user_message(message, idempotency_key)
         existing = await self.store.get_input(idempotency_key)
         if existing is not None:
             return await self._repeat(existing, session)
         if self.lanes.depths().get(session.id, 0) >= self.settings.lane_depth:
-            raise StoreUnavailable("this session has too many operations waiting", retry_after_ms=1000)
+            raise LaneFull("this session has too many operations waiting", retry_after_ms=1000)
         mode = queue_mode or session.queue_mode or self.directory.profile(session.agent_id).queue_mode
+        user = _user_message(message, idempotency_key)
         record, created = await self.store.record_input(
             idempotency_key,
             session_id=session.id,
@@ -245,51 +297,55 @@ class SessionManager:
         if not created:
             return await self._repeat(record, session)
         live = await self._live_session(session.id)
-        disposition = await self._dispatch(live, record, user, mode)
+        disposition = await self._dispatch(live, user, mode)
         return SubmitResult(
             run_id=idempotency_key, status="started", session=live.record, disposition=disposition
         )
 
     async def _repeat(self, record: InputRecord, session: SessionRecord) -> SubmitResult:
-        if record.status in FINAL_INPUT_STATES:
-            run = await self.store.get_run(record.run_id) if record.run_id else None
-            result = dict(run.result or {}) if run is not None and run.result else None
-            status = _outcome(record, run.status if run else None)
+        if record.status not in FINAL_INPUT_STATES:
             return SubmitResult(
-                run_id=record.idempotency_key,
-                status=status,
-                session=session,
-                disposition=record.status,
-                result=result,
+                run_id=record.idempotency_key, status="in_flight", session=session, disposition=record.status
             )
+        result = await self._input_result(record)
         return SubmitResult(
-            run_id=record.idempotency_key, status="in_flight", session=session, disposition=record.status
+            run_id=record.idempotency_key,
+            status=str(result.get("status", "ok")),
+            session=session,
+            disposition=record.status,
+            result=result,
         )
 
-    async def _dispatch(self, live: LiveSession, record: InputRecord, user: UserMessage, mode: str) -> str:
-        key = record.idempotency_key
+    async def _dispatch(self, live: LiveSession, user: UserMessage, mode: str) -> str:
+        """Act on a recorded input. The ledger is updated before the message reaches the agent,
+        so the agent's own update (running, done) always comes later."""
         run = live.run
-        if run is None:
-            self._start_run(live, [(key, user)])
+        if run is not None and run.phase is not RunPhase.PENDING and mode in _QUEUED_STATUS:
+            await self._mark([input_keys_of(user)[0]], _QUEUED_STATUS[mode], run.run_id)
+        run = live.run  # it may have ended while the ledger was written
+        if run is None or not self._accepting:
+            self._start_run(live, [user])
+            return "queued"
+        if run.phase is RunPhase.PENDING:
+            run.join(user)
+            await self._mark(input_keys_of(user), "queued", run.run_id)
             return "queued"
         if mode == "interrupt":
-            self._abort_live(live, "aborted")
-            self._start_run(live, [(key, user)], after=run)
+            self._abort_tree(live, "aborted")
+            self._start_run(live, [user], after=run)
             return "queued"
         if mode == "collect":
-            live.collect_buffer.append((key, user))
+            live.collect_buffer.append(user)
             self._arm_collect(live)
-            await self.store.update_input(key, status="followup", run_id=run.run_id)
             return "followup"
         if mode == "steer":
             live.agent.steer(user)
-            await self.store.update_input(key, status="steered", run_id=run.run_id)
             return "steered"
         live.agent.follow_up(user)
-        await self.store.update_input(key, status="followup", run_id=run.run_id)
         return "followup"
 
     def _arm_collect(self, live: LiveSession) -> None:
+        """Each collected message restarts the quiet window."""
         if live.collect_timer is not None:
             live.collect_timer.cancel()
         loop = asyncio.get_running_loop()
@@ -297,118 +353,253 @@ class SessionManager:
 
     def _release_collect(self, live: LiveSession) -> None:
         live.collect_timer = None
-        items, live.collect_buffer = live.collect_buffer, []
-        if not items:
-            return
-        merged = _merge(items)
-        if live.run is not None and not live.run.finished.is_set():
-            live.agent.follow_up(merged)
+        if not live.collect_buffer or not self._accepting:
+            return  # when stopping, the buffered inputs stay `followup` and run after the restart
+        merged = _merge(live.collect_buffer)
+        live.collect_buffer = []
+        run = live.run
+        if run is None:
+            self._start_run(live, [merged])
+        elif run.phase is RunPhase.PENDING:
+            run.join(merged)
         else:
-            self._start_run(live, [(items[0][0], merged)])
+            # A finishing run leaves it in the queue; `_after_run` starts the next run with it.
+            live.agent.follow_up(merged)
 
     async def _resume_inputs(self, session_id: str, inputs: list[InputRecord]) -> None:
         live = await self._live_session(session_id)
-        items = [
-            (i.idempotency_key, _user_message(parse_message(i.payload), i.idempotency_key)) for i in inputs
-        ]
-        if items:
-            log.info("resuming accepted inputs after restart", session_id=session_id, count=len(items))
-            self._start_run(live, items)
+        messages = [_user_message(parse_message(i.payload), i.idempotency_key) for i in inputs]
+        log.info("running inputs accepted before the restart", session_id=session_id, count=len(messages))
+        self._start_run(live, messages)
+
+    async def _mark(self, keys: list[str], status: str, run_id: str) -> None:
+        for key in keys:
+            with contextlib.suppress(InvalidTransition):
+                await self.store.update_input(key, status=status, run_id=run_id)
+
+    async def _settle(
+        self, keys: list[str], status: str, *, reason: str | None = None, run_id: str | None = None
+    ) -> None:
+        """Record the final outcome of inputs (once; a recorded outcome never changes) and wake
+        their waiters."""
+        for key in keys:
+            try:
+                await self.store.update_input(key, status=status, reason=reason, run_id=run_id)
+            except (InvalidTransition, NotFound):
+                pass
+            except SessionsError:
+                log.exception("could not record an input's outcome", key=key)
+                continue
+            waiter = self._waiters.pop(key, None)
+            if waiter is not None:
+                waiter.set()
+
+    async def wait_run(self, run_id: str, timeout_s: float | None = None) -> dict[str, Any] | None:
+        """Wait until the input `run_id` (or the run of that id) has its outcome and return the
+        run's stored result (`status`: ok, error or aborted). None on timeout, for an unknown id,
+        or when the manager stops first."""
+        record = await self.store.get_input(run_id)
+        if record is None:
+            return await self._wait_plain_run(run_id, timeout_s)
+        if record.status not in FINAL_INPUT_STATES:
+            waiter = self._waiters.setdefault(run_id, asyncio.Event())
+            record = await self.store.get_input(run_id)  # after registering: no outcome slips by
+            if record is not None and record.status not in FINAL_INPUT_STATES and not self._closed:
+                try:
+                    await asyncio.wait_for(waiter.wait(), timeout=timeout_s)
+                except TimeoutError:
+                    return None
+                record = await self.store.get_input(run_id)
+            elif self._waiters.pop(run_id, None) is waiter:
+                waiter.set()
+        if record is None or record.status not in FINAL_INPUT_STATES:
+            return None
+        return await self._input_result(record)
+
+    async def _wait_plain_run(self, run_id: str, timeout_s: float | None) -> dict[str, Any] | None:
+        for live in list(self._live.values()):
+            if live.run is not None and live.run.run_id == run_id:
+                try:
+                    await asyncio.wait_for(live.run.finished.wait(), timeout=timeout_s)
+                except TimeoutError:
+                    return None
+                break
+        run = await self.store.get_run(run_id)
+        if run is None or run.status == "running":
+            return None
+        return dict(run.result or {"runId": run_id, "status": _outcome(run.status)})
+
+    async def _input_result(self, record: InputRecord) -> dict[str, Any]:
+        run = await self.store.get_run(record.run_id) if record.run_id else None
+        if record.status == "rejected" or run is None:
+            out: dict[str, Any] = {"runId": record.idempotency_key, "status": "error"}
+            if record.status == "interrupted":
+                out["status"] = "aborted"
+            if record.reason:
+                out["errorMessage"] = record.reason
+            return out
+        result = dict(run.result) if isinstance(run.result, dict) else {}
+        result.setdefault("runId", run.id)
+        result["status"] = (
+            "aborted" if record.status == "interrupted" else result.get("status") or _outcome(run.status)
+        )
+        return result
 
     # --- runs ---------------------------------------------------------------------------------
 
     def _start_run(
-        self, live: LiveSession, items: list[tuple[str, UserMessage]], *, after: RunState | None = None
-    ) -> RunState:
-        run = RunState(run_id=items[0][0], input_keys=[k for k, _ in items])
-        self._run_done[run.run_id] = run.finished
+        self, live: LiveSession, messages: list[UserMessage], *, after: RunState | None = None
+    ) -> None:
+        if not self._accepting:
+            return  # the inputs stay queued and run after the restart
+        run = RunState.for_messages(messages)
         live.run = run
-        task = asyncio.create_task(self._run_task(live, run, items, after), name=f"run-{run.run_id}")
+        task = asyncio.create_task(self._run_task(live, run, after), name=f"run-{run.run_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return run
 
-    async def _run_task(
-        self,
-        live: LiveSession,
-        run: RunState,
-        items: list[tuple[str, UserMessage]],
-        after: RunState | None,
-    ) -> None:
+    async def _run_task(self, live: LiveSession, run: RunState, after: RunState | None) -> None:
         try:
             if after is not None:
                 await after.finished.wait()
-            await self.lanes.lane(live.session_id).run(lambda: self._execute(live, run, items))
-        except Exception as exc:  # the run's own failures are recorded inside _execute
-            log.exception("run failed before it could start", run_id=run.run_id)
-            await self._fail_inputs(run.input_keys, f"the run could not start: {exc}")
+            await self.lanes.lane(live.session_id).run(lambda: self._execute(live, run))
+        except Exception as exc:
+            log.exception("a run failed outside the agent", run_id=run.run_id)
+            if run.phase is RunPhase.PENDING:
+                await self._settle(run.input_keys, "rejected", reason=f"the run could not start: {exc}")
+            else:
+                with contextlib.suppress(SessionsError):
+                    await self.store.finish_run(
+                        run.run_id, status="error", termination_reason="error", error=str(exc)
+                    )
+                await self._settle(
+                    run.input_keys, "rejected", reason=f"the run failed: {exc}", run_id=run.run_id
+                )
         finally:
+            if run.phase is not RunPhase.DONE:
+                run.phase = RunPhase.DONE
             run.finished.set()
             if live.run is run:
                 live.run = None
             live.last_used = time.monotonic()
-            self._run_done.pop(run.run_id, None)
-            await self._after_run(live)
+            self._after_run(live)
 
-    async def _after_run(self, live: LiveSession) -> None:
+    def _after_run(self, live: LiveSession) -> None:
         """Messages still queued in the agent (a steer that came too late, follow-ups after an
-        abort) start the next run: nothing accepted is ever dropped."""
+        abort or the end of the run) start the next run: nothing accepted is dropped."""
         if live.run is not None or not self._accepting:
             return
-        leftovers = _drain_agent_queues(live.agent)
+        leftovers = [m for m in live.agent.drain_queues() if isinstance(m, UserMessage)]
         if leftovers:
-            items = [(_input_key(m) or f"followup-{id(m)}", m) for m in leftovers]
-            self._start_run(live, items)
+            self._start_run(live, leftovers)
 
-    async def _execute(self, live: LiveSession, run: RunState, items: list[tuple[str, UserMessage]]) -> None:
+    async def _execute(self, live: LiveSession, run: RunState) -> None:
+        if not self._accepting:
+            return  # stopping before the run started: its inputs run after the restart
+        if self._borrows_parent_slot(live):
+            await self._execute_run(live, run)
+            return
         async with self.limiter.slot():
-            await self._execute_run(live, run, items)
+            if self._accepting:
+                await self._execute_run(live, run)
 
-    async def _execute_run(
-        self, live: LiveSession, run: RunState, items: list[tuple[str, UserMessage]]
-    ) -> None:
+    def _borrows_parent_slot(self, live: LiveSession) -> bool:
+        record = live.record
+        if record.kind != SessionKind.SUBAGENT or record.parent_id is None:
+            return False
+        parent = self._live.get(record.parent_id)
+        return parent is not None and parent.run is not None and parent.run.phase is RunPhase.RUNNING
+
+    async def _execute_run(self, live: LiveSession, run: RunState) -> None:
         session = await self.store.get_session(live.session_id)
         if session is None:
-            await self._fail_inputs(run.input_keys, "the session was deleted")
+            await self._settle(run.input_keys, "rejected", reason="the session was deleted")
+            return
+        if session.status == SessionStatus.ARCHIVED:
+            await self._settle(run.input_keys, "rejected", reason="the session is archived")
             return
         live.record = session
-        run.started = True
         profile = self.directory.profile(session.agent_id)
         model, model_error = self._model_for(session, profile)
-        await self.store.create_run(run.run_id, session.id)
-        for key in run.input_keys:
-            await self.store.update_input(key, status="running", run_id=run.run_id)
-        await self.journal.append(
+        run.advance(RunPhase.RUNNING)
+        try:
+            await self.store.create_run(run.run_id, session.id)
+        except Conflict:
+            run.run_id = new_id()  # the input's key names an earlier, interrupted run
+            await self.store.create_run(run.run_id, session.id)
+        await self.journal.commit(
             JournalItem(
                 session.id,
                 events=live.number([Draft("status.changed", {"status": "running"})], run.run_id),
                 session_fields={"status": "running"},
             )
         )
-        self.publisher_session_changed(session.id, "agent.run.started")
-        entries = await self.store.transcript(session.id)
-        context = build_context(entries)
-        if model_error is None and self.settings.compaction_enabled:
-            context = await self._maybe_auto_compact(live, session, model, context, entries)
-        tools = await self._build_tools(session, run, profile, model) if model_error is None else []
-        agent = live.agent
-        agent.state.system_prompt = profile.system_prompt
-        agent.state.model = model
-        agent.state.thinking_level = session.thinking_level or profile.thinking_level  # type: ignore[assignment]
-        agent.state.tools = tools
-        agent.state.messages = context
-        agent.session_id = session.id
-        agent.stream_fn = self._stream_for(run, model_error)
-        unsubscribe = agent.subscribe(lambda event, signal: self._on_event(live, run, event))
-        watchdog = asyncio.create_task(self._watchdog(live, run), name=f"watchdog-{run.run_id}")
+        await self._mark(run.input_keys, "running", run.run_id)
+        self._session_changed(session.id, "agent.run.started")
+        driver = RunDriver(
+            live,
+            run,
+            journal=self.journal,
+            settings=self.settings,
+            stream_fn=self._base_stream_fn(),
+            on_inputs_running=lambda keys, run_id: self._mark(keys, "running", run_id),
+        )
         try:
-            await agent.prompt([m for _, m in items])
-        finally:
-            watchdog.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watchdog
-            unsubscribe()
-        await self._finish_run(live, run)
+            setup = await self._setup(session, profile, run, model, model_error)
+            await driver.drive(setup)
+        except Exception as exc:
+            log.exception("the run could not be prepared", run_id=run.run_id)
+            run.failure = str(exc) or type(exc).__name__
+        outcome = await driver.finish()
+        await self._record_outcome(live, run, outcome)
+
+    async def _setup(
+        self,
+        session: SessionRecord,
+        profile: AgentProfile,
+        run: RunState,
+        model: Model,
+        model_error: str | None,
+    ) -> RunSetup:
+        context = build_context(await self.store.transcript(session.id))
+        tools: list[AgentTool] = []
+        if model_error is None:
+            if self.settings.compaction_enabled:
+                context = await self._maybe_auto_compact(session, model, context)
+            tools = await self._build_tools(session, run, profile, model)
+        level = session.thinking_level or profile.thinking_level
+        return RunSetup(
+            system_prompt=profile.system_prompt,
+            model=model,
+            thinking_level=cast(ThinkingLevel, level if level in _THINKING_LEVELS else "off"),
+            tools=tools,
+            context=context,
+            model_error=model_error,
+        )
+
+    async def _record_outcome(self, live: LiveSession, run: RunState, outcome: RunOutcome) -> None:
+        await self.store.finish_run(
+            run.run_id,
+            status=outcome.run_status,
+            termination_reason=outcome.termination_reason,
+            error=outcome.error,
+            result=outcome.result,
+        )
+        usage = run.usage
+        await self.store.add_usage(
+            live.session_id,
+            input=usage.input,
+            output=usage.output,
+            total=usage.total_tokens,
+            cost=usage.cost.total,
+        )
+        final = "interrupted" if outcome.run_status == "interrupted" else "done"
+        await self._settle(run.input_keys, final, run_id=run.run_id)
+        run.advance(RunPhase.DONE)
+        refreshed = await self.store.get_session(live.session_id)
+        if refreshed is not None:
+            live.record = refreshed
+        self._session_changed(live.session_id, "agent.run.finished")
 
     def _model_for(self, session: SessionRecord, profile: AgentProfile) -> tuple[Model, str | None]:
         ref = session.model or profile.model
@@ -425,153 +616,25 @@ class SessionManager:
 
     async def _build_tools(
         self, session: SessionRecord, run: RunState, profile: AgentProfile, model: Model
-    ) -> list[Any]:
+    ) -> list[AgentTool]:
         if self._tools_factory is None:
             return []
         ctx = RunContext(session=session, run_id=run.run_id, profile=profile, model=model)
         return list(await resolve(self._tools_factory(ctx)))
 
-    def _stream_for(self, run: RunState, model_error: str | None) -> StreamFn:
-        base = self._stream_fn
+    def _base_stream_fn(self) -> StreamFn:
+        if self._stream_fn is not None:
+            return self._stream_fn
+        from agent_core.providers import stream_simple
 
-        def stream(model: Model, context: Context, options: StreamOptions) -> Any:
-            run.awaiting_model = True
-            run.touch()
-            if model_error is not None:
-                return _error_stream(model, model_error)
-            options.on_event = run.touch
-            if base is not None:
-                return base(model, context, options)
-            from agent_core.providers import stream_simple
+        return stream_simple
 
-            return stream_simple(model, context, options)
-
-        return stream
-
-    async def _on_event(self, live: LiveSession, run: RunState, event: AgentEvent) -> None:
-        run.touch()
-        drafts = run.translator.translate(event)
-        entries: list[NewEntry] = []
-        if isinstance(event, MessageStartEvent) and event.message.role == "assistant":
-            run.partial_text = ""
-            run.partial_message_id = run.translator.message_id
-        elif isinstance(event, MessageUpdateEvent):
-            if isinstance(event.assistant_message_event, TextDeltaEvent):
-                run.partial_text += event.assistant_message_event.delta
-        elif isinstance(event, MessageEndEvent):
-            message_id = drafts[0].data["messageId"] if drafts else None
-            entries.append(NewEntry(kind="message", payload=event.message.dump(), id=message_id))
-            if isinstance(event.message, AssistantMessage):
-                run.awaiting_model = False
-                run.partial_text = ""
-                run.partial_message_id = None
-            key = _input_key(event.message)
-            if key is not None and key not in run.input_keys:
-                run.input_keys.append(key)
-                await self.store.update_input(key, status="running", run_id=run.run_id)
-        if drafts or entries:
-            await self.journal.append(
-                JournalItem(live.session_id, entries=entries, events=live.number(drafts, run.run_id))
-            )
-
-    async def _watchdog(self, live: LiveSession, run: RunState) -> None:
-        settings = self.settings
-        deadline = time.monotonic() + settings.max_duration_s
-        step = max(0.01, min(1.0, settings.idle_timeout_s / 4, settings.max_duration_s / 4))
-        while True:
-            await asyncio.sleep(step)
-            now = time.monotonic()
-            if now >= deadline:
-                self._abort_live(live, "max_duration")
-                return
-            if run.awaiting_model and now - run.last_activity > settings.idle_timeout_s:
-                log.warning("model idle timeout", run_id=run.run_id, idle_s=settings.idle_timeout_s)
-                self._abort_live(live, "idle_timeout")
-                return
-
-    async def _finish_run(self, live: LiveSession, run: RunState) -> None:
-        messages = live.agent.state.messages
-        last = messages[-1] if messages else None
-        error_message: str | None = None
-        if run.abort_reason is not None:
-            reason, status = run.abort_reason, "aborted"
-        elif isinstance(last, AssistantMessage) and last.stop_reason == "error":
-            reason, status = "error", "error"
-            error_message = last.error_message
-        elif isinstance(last, AssistantMessage) and last.stop_reason == "aborted":
-            reason, status = "aborted", "aborted"
-        else:
-            reason, status = "no_tool_calls", "ok"
-        drafts = [run.translator.finished(reason, error_message=error_message)]
-        drafts.append(Draft("status.changed", {"status": "idle"}))
-        await self.journal.commit(
-            JournalItem(
-                live.session_id,
-                events=live.number(drafts, run.run_id),
-                session_fields={"status": "idle"},
-            )
-        )
-        usage = _run_usage(messages, run)
-        result: dict[str, Any] = {
-            "runId": run.run_id,
-            "status": status,
-            "terminationReason": reason,
-            "stopReason": last.stop_reason if isinstance(last, AssistantMessage) else None,
-            "text": text_of(last) if isinstance(last, AssistantMessage) else "",
-            "usage": usage,
-        }
-        if isinstance(last, AssistantMessage) and last.error_message:
-            result["errorMessage"] = last.error_message
-        await self.store.finish_run(
-            run.run_id,
-            status=_run_status(status),
-            termination_reason=reason,
-            error=result.get("errorMessage"),
-            result=result,
-        )
-        await self.store.add_usage(
-            live.session_id,
-            input=usage["input"],
-            output=usage["output"],
-            total=usage["totalTokens"],
-            cost=usage["cost"],
-        )
-        for key in run.input_keys:
-            await self.store.update_input(key, status="done", run_id=run.run_id)
-        refreshed = await self.store.get_session(live.session_id)
-        if refreshed is not None:
-            live.record = refreshed
-        self.publisher_session_changed(live.session_id, "agent.run.finished")
-
-    async def _fail_inputs(self, keys: list[str], reason: str) -> None:
-        for key in keys:
-            with contextlib.suppress(SessionsError):
-                await self.store.update_input(key, status="rejected", reason=reason)
-
-    async def _maybe_auto_compact(
-        self,
-        live: LiveSession,
-        session: SessionRecord,
-        model: Model,
-        context: list[AgentMessage],
-        entries: list[Any],
-    ) -> list[AgentMessage]:
-        tokens = compaction_mod.context_tokens(context)
-        if not compaction_mod.should_compact(
-            tokens, model.context_window, self.settings.compaction_reserve_tokens
-        ):
-            return context
-        try:
-            await self._compact_entries(live, session, model, entries)
-        except compaction_mod.CompactionError as exc:
-            log.warning("automatic compaction failed", session_id=session.id, error=str(exc))
-            return context
-        return build_context(await self.store.transcript(session.id))
+    # --- inject -------------------------------------------------------------------------------
 
     async def inject(self, session_id: str, *, text: str, role: str = "assistant") -> str:
-        """Append a message to the transcript without running the agent (`chat.inject`)."""
+        """Append a message to the transcript without running the agent (`chat.inject`); runs on
+        the session's lane. Returns the entry id. Raise NotFound for an unknown session."""
         session = await self.get(session_id=session_id)
-        live = await self._live_session(session_id)
         if role == "user":
             message: AgentMessage = UserMessage(content=[TextContent(text=text)])
         else:
@@ -581,6 +644,7 @@ class SessionManager:
         entry_id = new_id()
 
         async def op() -> None:
+            live = await self._live_session(session.id)
             drafts = [Draft("message.completed", {"messageId": entry_id, "message": message.dump()})]
             await self.journal.commit(
                 JournalItem(
@@ -598,107 +662,75 @@ class SessionManager:
     async def abort(
         self, session_id: str, *, reason: str = "aborted", run_id: str | None = None
     ) -> list[str]:
-        """Abort the session's active run (and its sub-agents' runs). Returns aborted run ids."""
+        """Abort the session's active run and its sub-agent sessions' runs. Returns the ids of
+        the runs asked to stop (the run records their end as usual)."""
         live = self._live.get(session_id)
+        if live is None or live.run is None or (run_id is not None and live.run.run_id != run_id):
+            return []
+        return self._abort_tree(live, reason)
+
+    def _abort_tree(self, live: LiveSession, reason: str) -> list[str]:
         aborted: list[str] = []
-        if live is not None and live.run is not None and (run_id is None or live.run.run_id == run_id):
-            aborted.append(live.run.run_id)
-            self._abort_live(live, reason)
-        for child in list(self._live.values()):
-            if child.record.parent_id == session_id and child.record.kind == "subagent":
-                aborted.extend(await self.abort(child.session_id, reason=reason))
-        return aborted
-
-    def _abort_live(self, live: LiveSession, reason: str) -> None:
         run = live.run
-        if run is None:
-            return
-        if run.abort_reason is None:
-            run.abort_reason = reason
-        live.agent.abort()
+        if run is not None and live.abort(reason):
+            aborted.append(run.run_id)
         for child in list(self._live.values()):
-            if child.record.parent_id == live.session_id and child.record.kind == "subagent":
-                self._abort_live(child, reason)
-
-    async def wait_run(self, run_id: str, timeout_s: float | None = None) -> dict[str, Any] | None:
-        """Wait for a run (or the run an input joined) to end; its stored result, or None on timeout."""
-        record = await self.store.get_input(run_id)
-        actual = record.run_id if record is not None and record.run_id else run_id
-        event = self._run_done.get(actual)
-        if event is not None:
-            try:
-                await asyncio.wait_for(event.wait(), timeout=timeout_s)
-            except TimeoutError:
-                return None
-        for _ in range(50):
-            run = await self.store.get_run(actual)
-            if run is not None and run.status != "running":
-                return dict(run.result or {"runId": actual, "status": run.status})
-            if run is None and record is not None and record.status in FINAL_INPUT_STATES:
-                return {"runId": run_id, "status": _outcome(record, None), "reason": record.reason}
-            if event is None:
-                # Not live here: either unknown, or still waiting for its turn on a lane.
-                if record is None and run is None:
-                    return None
-                await asyncio.sleep(0.05)
-                event = self._run_done.get(actual)
-                if event is not None:
-                    return await self.wait_run(run_id, timeout_s)
-        return None
+            if child.record.parent_id == live.session_id and child.record.kind == SessionKind.SUBAGENT:
+                aborted.extend(self._abort_tree(child, reason))
+        return aborted
 
     # --- history-changing operations (on the lane) --------------------------------------------
 
     async def on_lane(self, session_id: str, op: Callable[[], Awaitable[T]]) -> T:
+        """Run `op` on the session's lane (after its runs and other operations)."""
         return await self.lanes.lane(session_id).run(op)
 
     async def compact(self, session_id: str) -> compaction_mod.CompactionResult:
+        """Compact the session's history now (on its lane). Raise CompactionError when there is
+        not enough history or the summary fails, NotFound for an unknown session."""
         session = await self.get(session_id=session_id)
-        live = await self._live_session(session_id)
 
         async def op() -> compaction_mod.CompactionResult:
             profile = self.directory.profile(session.agent_id)
             model, error = self._model_for(session, profile)
             if error is not None:
                 raise compaction_mod.CompactionError(error)
-            entries = await self.store.transcript(session_id)
-            return await self._compact_entries(live, session, model, entries)
+            return await self._compact(session, model)
 
         return await self.on_lane(session_id, op)
 
-    async def _compact_entries(
-        self, live: LiveSession, session: SessionRecord, model: Model, entries: list[Any]
-    ) -> compaction_mod.CompactionResult:
-        previous_summary, previous_first_kept = compaction_mod.previous_compaction(entries)
-        pairs = compaction_mod.messages_of(entries)
-        if previous_first_kept is not None:
-            ids = [entry_id for entry_id, _ in pairs]
-            if previous_first_kept in ids:
-                pairs = pairs[ids.index(previous_first_kept) :]
-        messages = [m for _, m in pairs]
-        cut = compaction_mod.find_cut_point(messages, self.settings.compaction_keep_recent_tokens)
-        if cut is None:
-            raise compaction_mod.CompactionError("there is not enough history to compact")
-        stream_fn = self._stream_fn
-        if stream_fn is None:
-            from agent_core.providers import stream_simple
+    async def _maybe_auto_compact(
+        self, session: SessionRecord, model: Model, context: list[AgentMessage]
+    ) -> list[AgentMessage]:
+        tokens = compaction_mod.context_tokens(context)
+        if not compaction_mod.should_compact(
+            tokens, model.context_window, self.settings.compaction_reserve_tokens
+        ):
+            return context
+        try:
+            await self._compact(session, model)
+        except compaction_mod.CompactionError as exc:
+            log.warning("automatic compaction failed", session_id=session.id, error=str(exc))
+            return context
+        return build_context(await self.store.transcript(session.id))
 
-            stream_fn = stream_simple
+    async def _compact(self, session: SessionRecord, model: Model) -> compaction_mod.CompactionResult:
+        entries: list[EntryRecord] = await self.store.transcript(session.id)
+        plan = compaction_mod.plan(entries, self.settings.compaction_keep_recent_tokens)
         summary = await compaction_mod.summarize(
-            messages[: cut.first_kept_index],
+            plan.to_summarize,
             model=model,
-            stream_fn=stream_fn,
+            stream_fn=self._base_stream_fn(),
             api_key=self.directory.api_key(model.provider),
-            previous_summary=previous_summary,
+            previous_summary=plan.previous_summary,
         )
         result = compaction_mod.CompactionResult(
-            summary=summary,
-            first_kept_entry_id=pairs[cut.first_kept_index][0],
-            tokens_before=cut.tokens_before,
+            summary=summary, first_kept_entry_id=plan.first_kept_entry_id, tokens_before=plan.tokens_before
         )
         await self.journal.commit(
             JournalItem(session.id, entries=[NewEntry(kind="compaction", payload=result.payload())])
         )
-        self.publisher_session_changed(session.id, "compaction")
+        self._session_changed(session.id, "compaction")
         return result
 
     # --- live sessions ------------------------------------------------------------------------
@@ -721,11 +753,11 @@ class SessionManager:
             live = LiveSession(record=record, next_seq=record.last_seq, agent=Agent())
             self._live[session_id] = live
             future.set_result(live)
-            self._evict_over_cap()
+            self._evict_over_cap(keep=session_id)
             return live
         except BaseException as exc:
             future.set_exception(exc)
-            future.exception()
+            future.exception()  # retrieved: waiters (if any) get it through the shield
             raise
         finally:
             self._loading.pop(session_id, None)
@@ -733,28 +765,36 @@ class SessionManager:
     def forget(self, session_id: str) -> None:
         """Drop a live session that is not busy (after delete or reset)."""
         live = self._live.get(session_id)
-        if live is not None and not live.busy:
+        if live is not None and self._evictable(live, self.lanes.depths()):
             self._live.pop(session_id, None)
 
-    def _evict_over_cap(self) -> None:
+    def _evictable(self, live: LiveSession, lane_depths: dict[str, int]) -> bool:
+        """Nothing of the session is in flight: no run, no queued message, no lane operation, no
+        uncommitted event (its seq counter must not be rebuilt from a stale `last_seq`)."""
+        sid = live.session_id
+        return not live.busy and lane_depths.get(sid, 0) == 0 and self.journal.pending_for(sid) == 0
+
+    def _evict_over_cap(self, *, keep: str) -> None:
         excess = len(self._live) - self.settings.live_cap
         if excess <= 0:
             return
+        depths = self.lanes.depths()
         for sid in list(self._live):
             if excess <= 0:
                 break
-            live = self._live[sid]
-            if not live.busy and self.lanes.depths().get(sid, 0) == 0:
+            if sid != keep and self._evictable(self._live[sid], depths):
                 del self._live[sid]
                 excess -= 1
 
     def evict_idle(self, now: float | None = None) -> int:
+        """Drop live sessions unused for `live_idle_ttl_s` that are not busy; return how many."""
         now = time.monotonic() if now is None else now
         ttl = self.settings.live_idle_ttl_s
+        depths = self.lanes.depths()
         evicted = 0
         for sid in list(self._live):
             live = self._live[sid]
-            if not live.busy and now - live.last_used > ttl and self.lanes.depths().get(sid, 0) == 0:
+            if now - live.last_used > ttl and self._evictable(live, depths):
                 del self._live[sid]
                 evicted += 1
         return evicted
@@ -765,7 +805,7 @@ class SessionManager:
             await asyncio.sleep(interval)
             self.evict_idle()
 
-    def publisher_session_changed(self, session_id: str, reason: str) -> None:
+    def _session_changed(self, session_id: str, reason: str) -> None:
         notify = getattr(self.publisher, "session_changed", None)
         if callable(notify):
             try:
@@ -775,6 +815,8 @@ class SessionManager:
 
 
 # --- helpers ----------------------------------------------------------------------------------
+
+_THINKING_LEVELS = frozenset({"off", "minimal", "low", "medium", "high", "xhigh"})
 
 
 def agent_from_key(key: str) -> str | None:
@@ -807,88 +849,27 @@ def _user_message(message: str | AgentMessage, idempotency_key: str) -> UserMess
         user = message.model_copy()
     else:
         user = UserMessage(content=[TextContent(text=text_of(message))])
-    user.__pydantic_extra__ = dict(user.__pydantic_extra__ or {})
-    user.__pydantic_extra__["idempotencyKey"] = idempotency_key
+    extra = dict(user.__pydantic_extra__ or {})
+    extra.pop("mergedKeys", None)
+    extra["idempotencyKey"] = idempotency_key
+    user.__pydantic_extra__ = extra
     return user
 
 
-def _input_key(message: Any) -> str | None:
-    extra = getattr(message, "__pydantic_extra__", None) or {}
-    key = extra.get("idempotencyKey")
-    return key if isinstance(key, str) else None
-
-
-def _merge(items: list[tuple[str, UserMessage]]) -> UserMessage:
-    if len(items) == 1:
-        return items[0][1]
-    text = "\n\n".join(text_of(m) for _, m in items)
-    merged = UserMessage(content=[TextContent(text=text)])
-    merged.__pydantic_extra__ = {
-        "idempotencyKey": items[0][0],
-        "mergedKeys": [k for k, _ in items],
-    }
+def _merge(messages: list[UserMessage]) -> UserMessage:
+    """Collected messages as one user message that carries every input's key."""
+    keys = [k for m in messages for k in input_keys_of(m)]
+    if len(messages) == 1:
+        return messages[0]
+    merged = UserMessage(content=[TextContent(text="\n\n".join(text_of(m) for m in messages))])
+    merged.__pydantic_extra__ = {"idempotencyKey": keys[0], "mergedKeys": keys}
     return merged
 
 
-def _drain_agent_queues(agent: Agent) -> list[UserMessage]:
-    drain = getattr(agent, "drain_queues", None)
-    if callable(drain):
-        return [m for m in drain() if isinstance(m, UserMessage)]
-    return []
-
-
-def _outcome(record: InputRecord, run_status: str | None) -> str:
-    if record.status == "rejected":
-        return "error"
-    if record.status == "interrupted":
-        return "aborted"
-    if run_status in ("error", "aborted"):
-        return run_status
-    if run_status == "interrupted":
-        return "aborted"
-    return "ok"
-
-
-def _run_status(status: str) -> str:
-    return {"ok": "done"}.get(status, status)
-
-
-def _run_usage(messages: list[AgentMessage], run: RunState) -> dict[str, Any]:
-    totals = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0, "cost": 0.0}
-    # Only this run's assistant messages: those after the prompts of this run.
-    for message in messages:
-        if isinstance(message, AssistantMessage) and message.timestamp >= _started_ms(run):
-            usage = message.usage
-            totals["input"] += usage.input
-            totals["output"] += usage.output
-            totals["cacheRead"] += usage.cache_read
-            totals["cacheWrite"] += usage.cache_write
-            totals["totalTokens"] += usage.total_tokens
-            totals["cost"] += usage.cost.total
-    return totals
-
-
-def _started_ms(run: RunState) -> int:
-    elapsed = time.monotonic() - run.translator.started_at
-    return int((time.time() - elapsed) * 1000) - 1
+def _outcome(run_status: str) -> str:
+    return {"done": "ok", "error": "error"}.get(run_status, "aborted")
 
 
 def _placeholder_model(ref: str | None = None) -> Model:
     provider, _, model_id = (ref or "none/none").partition("/")
     return Model(id=model_id or "none", api="none", provider=provider or "none")
-
-
-def _error_stream(model: Model, message: str) -> AssistantMessageEventStream:
-    stream = AssistantMessageEventStream()
-    final = AssistantMessage(
-        api=model.api,
-        provider=model.provider,
-        model=model.id,
-        stop_reason="error",
-        error_message=message,
-    )
-    stream.push(ErrorEvent(reason="error", error=final))
-    return stream
-
-
-__all__ = ["AbortSignal", "SessionManager", "SubmitResult", "agent_from_key", "kind_from_key"]

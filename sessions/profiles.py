@@ -33,7 +33,9 @@ class AgentProfile:
 
 
 class AgentDirectory(Protocol):
-    def profile(self, agent_id: str) -> AgentProfile: ...
+    def profile(self, agent_id: str) -> AgentProfile:
+        """The agent's profile; raise NotFound for an unknown agent."""
+        ...
 
     def resolve_model(self, ref: str) -> Model:
         """Raise an error whose message tells the user how to configure a model."""
@@ -57,6 +59,16 @@ ToolsFactory = Callable[[RunContext], "Awaitable[list[AgentTool]] | list[AgentTo
 
 @dataclass(frozen=True, kw_only=True)
 class RunSettings:
+    """Limits of runs and live sessions. Durations are seconds.
+
+    `max_duration_s` and `idle_timeout_s` abort a run (`max_duration`, `idle_timeout`); a run that
+    has not ended `abort_grace_s` after any abort is stopped hard (its agent task is cancelled and
+    the cut-off reply recorded as after a crash). `collect_window_s` is the quiet window of the
+    `collect` queue mode. Compaction starts when a run's context comes within
+    `compaction_reserve_tokens` of the model's context window and keeps about
+    `compaction_keep_recent_tokens` of recent history.
+    """
+
     max_concurrent_runs: int = 16
     max_duration_s: float = 48 * 3600
     idle_timeout_s: float = 120.0
@@ -68,3 +80,4 @@ class RunSettings:
     compaction_reserve_tokens: int = 16_384
     compaction_keep_recent_tokens: int = 20_000
     shutdown_grace_s: float = 10.0
+    abort_grace_s: float = 10.0

@@ -32,6 +32,16 @@ from agent_core import (
 )
 from sessions.ids import new_id
 
+__all__ = [
+    "DROPPABLE",
+    "EVENT_NAMES",
+    "Draft",
+    "EventPublisher",
+    "NullPublisher",
+    "RunTranslator",
+    "SessionEvent",
+]
+
 #: Events a slow consumer may lose (coalesced or dropped with a visible gap) and that the event
 #: log may prune once their message is complete: the completed message carries their content.
 DROPPABLE = frozenset({"message.delta", "tool.updated"})

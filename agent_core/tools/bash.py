@@ -55,8 +55,11 @@ class _UpdateStream:
         self._tail = ""
         self._last_emit = 0.0
         self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
 
     def feed(self, text: str) -> None:
+        if self._closed:
+            return
         self._tail = (self._tail + text)[-self._max_bytes :]
         now = time.monotonic()
         wait = self._last_emit + self._interval_s - now
@@ -66,6 +69,7 @@ class _UpdateStream:
             self._timer = asyncio.get_running_loop().call_later(wait, self._emit)
 
     def close(self) -> None:
+        self._closed = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

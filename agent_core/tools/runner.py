@@ -123,6 +123,10 @@ class _PipeReader(asyncio.Protocol):
         self._buffer.write(data)
         self._emit(self._decoder.decode(data))
 
+    def detach(self) -> None:
+        """Stop calling back: the caller has its result and may have moved on."""
+        self._on_output = None
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._emit(self._decoder.decode(b"", final=True))
         if not self.closed.done():
@@ -227,15 +231,16 @@ async def run_process(
         outcome = await _wait_for_end(proc, signal, timeout_s)
         if outcome != "exited":
             await _terminate_group(proc, kill_grace_s)
+        elif kill_group_on_exit:
+            _signal_group(proc.pid, signals.SIGKILL)  # leftovers die now; their output is moot
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(reader.closed), drain_grace_s)
-        if kill_group_on_exit:
-            _signal_group(proc.pid, signals.SIGKILL)
     except BaseException:
         _signal_group(proc.pid, signals.SIGKILL)
         await asyncio.shield(proc.wait())
         raise
     finally:
+        reader.detach()
         if transport is not None:
             transport.close()
         else:

@@ -110,37 +110,65 @@ def _matching_brace(pattern: str, start: int) -> int:
     return -1
 
 
-def glob_to_regex(pattern: str) -> str:
-    """Regular expression source equivalent to the glob `pattern` (whole-string match)."""
-    out: list[str] = []
+def _glob_items(pattern: str) -> list[tuple[str, str]]:
+    """The pattern as ("star" | "globstar" | "fixed" | "varying", regex) items."""
+    items: list[tuple[str, str]] = []
     index = 0
     while index < len(pattern):
         char = pattern[index]
-        if pattern.startswith("**", index):
-            index += 2
-            if pattern.startswith("/", index):
-                out.append("(?:.*/)?")
+        if char == "*":
+            run = len(pattern) - index - len(pattern[index:].lstrip("*"))
+            index += run
+            if run == 1:
+                items.append(("star", "[^/]*"))
+            elif pattern.startswith("/", index):
+                items.append(("globstar", "(?:.*/)?"))
                 index += 1
             else:
-                out.append(".*")
+                items.append(("globstar", ".*"))
             continue
-        if char == "*":
-            out.append("[^/]*")
-        elif char == "?":
-            out.append("[^/]")
+        if char == "?":
+            items.append(("fixed", "[^/]"))
         elif char == "[" and (close := _closing_bracket(pattern, index)) > 0:
             body = pattern[index + 1 : close]
             negate = body[:1] in ("!", "^")
             body = body[1:] if negate else body
-            out.append("[" + ("^" if negate else "") + body.replace("\\", "\\\\") + "]")
+            items.append(("fixed", "[" + ("^" if negate else "") + body.replace("\\", "\\\\") + "]"))
             index = close
         elif char == "{" and (close := _matching_brace(pattern, index)) > 0:
             choices = _split_braces(pattern[index + 1 : close])
-            out.append("(?:" + "|".join(glob_to_regex(choice) for choice in choices) + ")")
+            items.append(("varying", "(?:" + "|".join(glob_to_regex(choice) for choice in choices) + ")"))
             index = close
         else:
-            out.append(re.escape(char))
+            items.append(("fixed", re.escape(char)))
         index += 1
+    return items
+
+
+def glob_to_regex(pattern: str) -> str:
+    """Regular expression source equivalent to the glob `pattern` (whole-string match).
+
+    A ``*`` followed by a fixed-length chunk and then another ``*`` becomes an atomic lazy group:
+    the leftmost match of such a chunk is always the right one, so the regex cannot backtrack
+    exponentially on patterns like ``*a*a*a*b`` (the technique `fnmatch` uses).
+    """
+    items = _glob_items(pattern)
+    out: list[str] = []
+    index = 0
+    while index < len(items):
+        kind, regex = items[index]
+        index += 1
+        if kind != "star":
+            out.append(regex)
+            continue
+        chunk: list[str] = []
+        while index < len(items) and items[index][0] == "fixed":
+            chunk.append(items[index][1])
+            index += 1
+        if chunk and index < len(items) and items[index][0] == "star":
+            out.append("(?>[^/]*?" + "".join(chunk) + ")")
+        else:
+            out.append("[^/]*" + "".join(chunk))
     return "".join(out)
 
 

@@ -113,6 +113,12 @@ def sender_of(data: dict[str, Any]) -> Sender:
     )
 
 
+def _chat_type(guild_id: str | None, channel: ChannelInfo) -> ChatType:
+    if guild_id is not None:
+        return "channel"
+    return "group" if channel.type == GROUP_DM_TYPE else "direct"
+
+
 def parse_message(
     data: dict[str, Any],
     *,
@@ -132,11 +138,7 @@ def parse_message(
     message_id = str(data["id"])
     channel_id = str(data["channel_id"])
     guild_id = str(data["guild_id"]) if data.get("guild_id") else None
-    chat_type: ChatType = "direct"
-    if guild_id is not None:
-        chat_type = "channel"
-    elif channel.type == GROUP_DM_TYPE:
-        chat_type = "group"
+    chat_type = _chat_type(guild_id, channel)
     parent_id = channel.parent_id if channel.is_thread else None
     thread_id = channel_id if channel.is_thread else None
     reply_thread: str | None = None

@@ -53,10 +53,16 @@ class GatewayServer(uvicorn.Server):
         self.gateway = gateway
         self._draining: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.startup_failed = False
 
     async def serve(self, sockets: Any = None) -> None:
         self._loop = asyncio.get_running_loop()
-        await super().serve(sockets)
+        try:
+            await super().serve(sockets)
+        except SystemExit:
+            # uvicorn exits the process when the app fails to start; the caller reports it
+            # (SystemExit leaving a task would escape asyncio.run with uvicorn's exit code).
+            self.startup_failed = True
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._draining is not None or self._loop is None or self.gateway.state is None:
@@ -102,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(level=config.logging.level, fmt=config.logging.format)
 
     from gateway.auth import AuthConfig, load_or_create_token, require_auth_for_bind
+    from gateway.errors import InsecureBindError, TokenFileError
     from sessions.errors import StateDirLocked
     from sessions.lock import StateDirLock
 
@@ -121,25 +128,32 @@ def main(argv: list[str] | None = None) -> int:
     try:
         token = config.gateway.token.get_secret_value() if config.gateway.token else None
         password = config.gateway.password.get_secret_value() if config.gateway.password else None
-        token_note = None
-        if token is None and password is None:
-            token, created = load_or_create_token(home)
-            token_note = f"{'generated a new' if created else 'using the'} auth token in {home / 'token'}"
-        auth = AuthConfig(token=token, password=password)
+        # A non-loopback address needs a secret the operator chose: a token generated into the
+        # state directory is fine on loopback only.
         try:
-            require_auth_for_bind(config.gateway.host, auth)
-        except Exception as exc:
+            require_auth_for_bind(config.gateway.host, AuthConfig(token=token, password=password))
+        except InsecureBindError as exc:
             print(f"gatewayd: {exc}", file=sys.stderr)
             return 2
-        return asyncio.run(_serve(config, token, password, token_note))
+        token_note = None
+        if token is None and password is None:
+            try:
+                token, created = load_or_create_token(home)
+            except TokenFileError as exc:
+                print(f"gatewayd: {exc}", file=sys.stderr)
+                return 1
+            token_note = f"{'generated a new' if created else 'using the'} auth token in {home / 'token'}"
+        return asyncio.run(_serve(config, token, password, token_note, env))
     finally:
         lock.release()
 
 
-async def _serve(config: Any, token: str | None, password: str | None, token_note: str | None) -> int:
+async def _serve(
+    config: Any, token: str | None, password: str | None, token_note: str | None, env: dict[str, str]
+) -> int:
     from gateway.app import Gateway, create_app
 
-    gateway = Gateway(config, token=token, password=password)
+    gateway = Gateway(config, token=token, password=password, env=env)
     app = create_app(gateway)
     uv_config = uvicorn.Config(
         app,

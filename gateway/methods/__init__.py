@@ -21,6 +21,8 @@ HANDLERS: dict[str, tuple[Handler, str]] = {
     "channels.status": (system.channels_status, READ),
     "pairing.list": (system.pairing_list, ADMIN),
     "pairing.approve": (system.pairing_approve, ADMIN),
+    "question.list": (system.question_list, "operator.questions"),
+    "plugin.approval.list": (system.plugin_approval_list, "operator.approvals"),
     "sessions.list": (sess.sessions_list, READ),
     "sessions.describe": (sess.sessions_describe, READ),
     "sessions.tree": (sess.sessions_tree, READ),

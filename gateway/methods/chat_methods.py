@@ -13,8 +13,11 @@ from gateway.methods.sessions_methods import QUEUE_MODES, resolve_session
 from gateway.rows import session_row
 from sessions.errors import SessionsError
 from sessions.manager import SubmitResult
+from sessions.records import RunRecord
 
 MAX_WAIT_MS = 24 * 3600 * 1000
+_PENDING_INPUTS = ("queued", "followup", "steered")
+"""Input states of messages accepted but not yet part of the transcript."""
 
 
 def _message_param(call: Call) -> UserMessage:
@@ -127,11 +130,20 @@ async def chat_history(call: Call) -> Any:
     start = max(0, end - limit)
     page = messages[start:end]
     manager = call.state.manager
+    pending = await call.state.store.inputs_with_status(list(_PENDING_INPUTS), session_id=record.id)
     answer: dict[str, Any] = {
         "sessionKey": (record.keys or [None])[0],
         "sessionId": record.id,
         "messages": page,
+        "pendingInputs": {
+            "items": [
+                {"idempotencyKey": i.idempotency_key, "status": i.status, "message": i.payload}
+                for i in pending
+            ],
+            "total": len(pending),
+        },
         "hasMore": start > 0,
+        "totalMessages": len(messages),
         "sessionInfo": session_row(record, manager),
     }
     if start > 0:
@@ -174,17 +186,31 @@ async def agent(call: Call) -> Any:
     if result.status not in ("started", "in_flight"):
         return {**_answer(result), "status": result.status}
     respond = call.respond_later
-    manager = call.state.manager
+    state = call.state
 
     async def finish() -> None:
-        outcome = await manager.wait_run(result.run_id, None)
-        final = _final(result.run_id, outcome)
-        if respond is not None:
+        outcome = await state.manager.wait_run(result.run_id, None)
+        final = _final(result.run_id, outcome, await state.store.get_run(result.run_id))
+        if respond is None:
+            return
+        if final["status"] == "error":
+            # As OpenClaw: a failed run's final answer is ok:false with both payload and error.
+            message = str(final.get("error") or "the run failed")
+            final["summary"] = message
+            respond(final, MethodError("UNAVAILABLE", message))
+        else:
             respond(final, None)
 
     task = asyncio.ensure_future(finish())
-    call.state.track(task)
-    return {"status": "accepted", "runId": result.run_id, "acceptedAt": _now()}
+    state.track(task)
+    session = result.session
+    return {
+        "runId": result.run_id,
+        "sessionKey": key,
+        "agentId": session.agent_id,
+        "status": "accepted",
+        "acceptedAt": _now(),
+    }
 
 
 async def agent_wait(call: Call) -> Any:
@@ -194,17 +220,17 @@ async def agent_wait(call: Call) -> Any:
     outcome = None
     with contextlib.suppress(asyncio.TimeoutError):
         outcome = await call.state.manager.wait_run(run_id, timeout_ms / 1000)
+    store = call.state.store
     if outcome is None:
-        if (
-            await call.state.store.get_input(run_id) is None
-            and await call.state.store.get_run(run_id) is None
-        ):
+        if await store.get_input(run_id) is None and await store.get_run(run_id) is None:
             raise MethodError("NOT_FOUND", f"unknown run: {run_id}")
         return {"runId": run_id, "status": "timeout"}
-    return _final(run_id, outcome)
+    return _final(run_id, outcome, await store.get_run(str(outcome.get("runId") or run_id)))
 
 
-def _final(run_id: str, outcome: dict[str, Any] | None) -> dict[str, Any]:
+def _final(run_id: str, outcome: dict[str, Any] | None, run: RunRecord | None = None) -> dict[str, Any]:
+    """A run's outcome as `agent.wait` and `agent`'s final answer show it: OpenClaw's
+    `{runId, status, startedAt, endedAt, error?}` plus the gateway's details."""
     if outcome is None:
         return {"runId": run_id, "status": "timeout"}
     status = outcome.get("status", "ok")
@@ -212,12 +238,18 @@ def _final(run_id: str, outcome: dict[str, Any] | None) -> dict[str, Any]:
         status = "ok"
     if status == "interrupted":
         status = "aborted"
-    answer = {"runId": run_id, "status": status}
+    answer: dict[str, Any] = {"runId": run_id, "status": status}
+    if run is not None:
+        answer["startedAt"] = run.started_at
+        answer["endedAt"] = run.ended_at
+    error = outcome.get("errorMessage") or outcome.get("reason")
+    if status == "error" and error:
+        answer["error"] = error
     for name in ("terminationReason", "stopReason", "text", "errorMessage", "usage"):
         if name in outcome:
             answer[name] = outcome[name]
     if "text" in outcome:
-        answer["result"] = {"text": outcome["text"]}
+        answer["result"] = {"text": outcome["text"], "payloads": [{"text": outcome["text"]}]}
     return answer
 
 

@@ -41,24 +41,54 @@ async def sessions_list(call: Call) -> Any:
             filters[column] = value
     search = call.params.get("search")
     include_archived = bool(call.params.get("includeArchived", False))
-    records, total = await call.state.store.list_sessions(
-        limit=limit,
-        offset=offset,
-        include_archived=include_archived,
-        search=search if isinstance(search, str) and search else None,
-        **filters,
-    )
+    try:
+        records, total = await call.state.store.list_sessions(
+            limit=limit,
+            offset=offset,
+            include_archived=include_archived,
+            search=search if isinstance(search, str) and search else None,
+            **filters,
+        )
+    except SessionsError as exc:  # an unknown kind or status
+        raise from_sessions_error(exc) from exc
     rows = [session_row(r, call.state.manager) for r in records]
     next_offset = offset + len(rows) if offset + len(rows) < total else None
     return {
         "ts": _now(),
+        "path": call.state.database_label(),
         "count": len(rows),
         "totalCount": total,
         "limitApplied": limit,
-        "sessions": rows,
-        "hasMore": next_offset is not None,
         "nextOffset": next_offset,
+        "hasMore": next_offset is not None,
+        "owners": [],
+        "defaults": _defaults(call),
+        "sessions": rows,
     }
+
+
+def _defaults(call: Call) -> dict[str, Any]:
+    """What a session without its own settings gets (OpenClaw's `sessions.list` `defaults`)."""
+    directory = call.state.directory
+    try:
+        profile = directory.profile(directory.default_agent_id)
+    except SessionsError:
+        return {}
+    ref = profile.model
+    out: dict[str, Any] = {
+        "agentId": profile.id,
+        "modelProvider": ref.partition("/")[0] if ref else None,
+        "model": ref,
+        "contextTokens": None,
+        "thinkingDefault": profile.thinking_level,
+        "queueMode": profile.queue_mode,
+    }
+    if ref:
+        try:
+            out["contextTokens"] = directory.resolve_model(ref).context_window
+        except Exception:
+            out["contextTokens"] = None
+    return out
 
 
 async def sessions_describe(call: Call) -> Any:

@@ -17,7 +17,8 @@ async def status(call: Call) -> Any:
 
 
 async def system_presence(call: Call) -> Any:
-    return {"presence": call.state.presence_list(), "stateVersion": call.state.state_version()}
+    """The presence entries, a bare list as OpenClaw answers it."""
+    return call.state.presence_list()
 
 
 async def agents_list(call: Call) -> Any:
@@ -70,11 +71,23 @@ async def config_get(call: Call) -> Any:
 
 
 async def config_reload(call: Call) -> Any:
+    from gateway.errors import ConfigError
+
     try:
-        changed = await call.state.reload_config()
-    except Exception as exc:
+        result = await call.state.reload_config()
+    except ConfigError as exc:
         raise MethodError("INVALID_REQUEST", str(exc)) from exc
-    return {"ok": True, "reloaded": True, "changed": changed}
+    return {"ok": True, "reloaded": True, "changed": list(result.get("changed", []))}
+
+
+async def question_list(call: Call) -> Any:
+    """The OpenClaw TUI asks on start; the gateway has no pending questions."""
+    return {"questions": []}
+
+
+async def plugin_approval_list(call: Call) -> Any:
+    """The OpenClaw TUI asks on start; the gateway has no plugin approvals."""
+    return {"approvals": []}
 
 
 async def channels_status(call: Call) -> Any:

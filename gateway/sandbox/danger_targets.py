@@ -90,7 +90,9 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
 def glob_matches(pattern: str, path: str) -> bool:
     """Shell glob semantics: ``*`` and ``?`` stay within one path component and do not match a
     leading dot (``~/*`` does not reach ``~/.netrc``)."""
-    pattern_parts, path_parts = pattern.split("/"), path.split("/")
+    if len(pattern) > 256:
+        return False  # no credential or device path is that long; skip a costly regex
+    pattern_parts, path_parts = re.sub(r"\*+", "*", pattern).split("/"), path.split("/")
     if len(pattern_parts) != len(path_parts):
         return False
     for pattern_part, path_part in zip(pattern_parts, path_parts, strict=True):
@@ -110,7 +112,10 @@ def has_glob(word: str) -> bool:
 
 
 def expand_braces(word: str, limit: int = 64) -> list[str]:
-    """Brace expansion of ``{a,b}`` lists (no ranges), capped at `limit` results."""
+    """Brace expansion of ``{a,b}`` lists (no ranges), capped at `limit` results; words longer
+    than 256 characters are left as they are."""
+    if len(word) > 256 or "{" not in word:
+        return [word]
     match = re.search(r"\{([^{}]*,[^{}]*)\}", word)
     if match is None:
         return [word]

@@ -62,6 +62,12 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]
 _DECODERS = re.compile(r"^(?:base64|base32|xxd|openssl|gunzip|zcat|gzip|bzip2|xz|uudecode|rev)$")
 
 
+MAX_COMMAND_CHARS = 100_000
+"""Longer command lines are refused unread: analysing them costs too much, and skipping part of
+one would let padding hide a dangerous command."""
+OVERSIZED = "oversized_command"
+
+
 @dataclass(frozen=True)
 class Classification:
     """The verdict on one command line. `classes` lists danger classes, most serious first."""
@@ -86,15 +92,17 @@ class _Analyzer:
     """Collects findings over one command line and the lines nested in it."""
 
     def __init__(self) -> None:
-        self.findings: list[_Finding] = []
+        self._findings: dict[_Finding, None] = {}
         self._variables: dict[str, str] = {}
         self._depth = 0
 
     # FindingSink
     def add(self, risk: RiskTier, danger_class: str, reason: str) -> None:
-        finding = _Finding(risk, danger_class, reason)
-        if finding not in self.findings:
-            self.findings.append(finding)
+        self._findings[_Finding(risk, danger_class, reason)] = None
+
+    @property
+    def findings(self) -> list[_Finding]:
+        return list(self._findings)
 
     def analyze_text(self, text: str) -> None:
         if self._depth > MAX_DEPTH or not text.strip():
@@ -267,7 +275,17 @@ def _try_base64(text: str) -> str | None:
 
 
 def classify(command: str) -> Classification:
-    """Judge a shell command line. Never raises; an empty line is ``RiskTier.NONE``."""
+    """Judge a shell command line. Never raises; an empty line is ``RiskTier.NONE``.
+
+    Runs in time roughly linear in the length of the line, which is at most `MAX_COMMAND_CHARS`
+    (longer lines are classified HIGH, class ``oversized_command``, without being read).
+    """
+    if len(command) > MAX_COMMAND_CHARS:
+        reason = (
+            f"the command is {len(command)} characters long, over the {MAX_COMMAND_CHARS} that "
+            "exec mediation reads; write long content with the write tool and run a short command"
+        )
+        return Classification(RiskTier.HIGH, [OVERSIZED], reason)
     analyzer = _Analyzer()
     analyzer.analyze_text(command)
     if not analyzer.findings:

@@ -8,6 +8,7 @@ the command will run (``bash -c``, ``eval``, ``find -exec``, ``watch``).
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 
@@ -41,13 +42,12 @@ RAW_SOCKET = "raw_socket"
 PRIVILEGE = "privilege_escalation"
 OBFUSCATED = "obfuscated_command"
 
-_FUNCTION_DEF = re.compile(
-    r"(?:function\s+)?(?P<name>[^\s(){}<>;&|'\"]+)\s*(?:\(\s*\))\s*\{(?P<body>[^}]*)\}"
-    r"|function\s+(?P<kname>[^\s(){}<>;&|'\"]+)\s*\{(?P<kbody>[^}]*)\}"
-)
+# Rules over raw text run on whitespace-compacted text and are built so that no pattern can
+# backtrack badly (classification runs on the event loop, on text the model controls).
+_FUNCTION_OPEN = re.compile(r"\( ?\) ?\{|\bfunction (?P<name>[^\s(){}<>;&|'\"]+) ?(?:\( ?\) ?)?\{")
+_WORD = re.compile(r"[^\s(){}<>;&|'\"]+")
 _SELF_FORK = re.compile(
-    r"\$0\s*[|&]\s*\$0|\bfork\s*(?:\(\s*\))?\s*while\b"
-    r"|while\s*\(?\s*(?:1|true)\s*\)?\s*[:{]?\s*(?:os\.)?fork\s*\(",
+    r"\$0 ?[|&] ?\$0|\bfork ?(?:\( ?\))? ?while\b|while ?\(? ?(?:1|true) ?\)? ?[:{]? ?(?:os\.)?fork ?\(",
     re.IGNORECASE,
 )
 _SOCKET_CODE = re.compile(r"socket|fsockopen|TCPSocket|net\.connect|net\.Socket|IO::Socket|/dev/tcp/", re.I)
@@ -60,16 +60,41 @@ _CODE_FLAGS = {"-c", "-e", "-E", "-r", "--eval", "-p", "--print"}
 _DYNAMIC_NAME = re.compile(r"^\$|\$\(\.\.\.\)")
 
 
+def _self_forking_functions(text: str) -> list[str]:
+    """Names of functions defined in `text` whose body calls the function and backgrounds (``&``).
+
+    ``name() { body }`` and ``function name { body }``; a body ends at the next ``}``. Word, brace
+    and ampersand positions are indexed once, so each definition costs a few bisections.
+    """
+    words: dict[str, list[int]] = {}
+    word_ends: dict[int, str] = {}
+    for match in _WORD.finditer(text):
+        words.setdefault(match.group(), []).append(match.start())
+        word_ends[match.end()] = match.group()
+    closes = [index for index, char in enumerate(text) if char == "}"]
+    amps = [index for index, char in enumerate(text) if char == "&"]
+    found: list[str] = []
+    for match in _FUNCTION_OPEN.finditer(text):
+        name = match.group("name") or word_ends.get(match.start()) or word_ends.get(match.start() - 1)
+        if name is None:
+            continue
+        body = match.end()
+        nxt = bisect.bisect_left(closes, body)
+        body_end = closes[nxt] if nxt < len(closes) else len(text)
+        amp = bisect.bisect_left(amps, body)
+        calls = words.get(name, [])
+        call = bisect.bisect_left(calls, body)
+        if amp < len(amps) and amps[amp] < body_end and call < len(calls) and calls[call] < body_end:
+            found.append(name)
+    return found
+
+
 def text_rules(sink: FindingSink, text: str) -> None:
     """Rules over a command line's raw text: fork bombs in any of their spellings."""
-    for match in _FUNCTION_DEF.finditer(text):
-        name = match.group("name") or match.group("kname")
-        body = match.group("body") if match.group("name") else match.group("kbody")
-        calls_itself = re.search(rf"(?:^|[\s;&|(]){re.escape(name)}(?=$|[\s;&|)])", body) is not None
-        if calls_itself and "&" in body:
-            sink.add(
-                RiskTier.CRITICAL, FORK_BOMB, f"fork bomb: function {name} keeps starting copies of itself"
-            )
+    text = re.sub(r"\s+", " ", text)
+    for name in dict.fromkeys(_self_forking_functions(text)):
+        reason = f"fork bomb: function {name} keeps starting copies of itself"
+        sink.add(RiskTier.CRITICAL, FORK_BOMB, reason)
     if _SELF_FORK.search(text):
         sink.add(RiskTier.CRITICAL, FORK_BOMB, "fork bomb: a process that keeps forking itself")
 
@@ -77,6 +102,7 @@ def text_rules(sink: FindingSink, text: str) -> None:
 def code_rules(sink: FindingSink, interpreter: str, code: str) -> None:
     """Rules over an interpreter one-liner (``python -c``, ``perl -e`` ...)."""
     text_rules(sink, code)
+    code = re.sub(r"\s+", " ", code)
     if _SOCKET_CODE.search(code) and _EXEC_CODE.search(code):
         sink.add(RiskTier.HIGH, REVERSE_SHELL, f"{interpreter} one-liner connects a socket to a shell")
     for word in re.split(r"[\s'\"(),;]+", code):

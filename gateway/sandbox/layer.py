@@ -17,6 +17,7 @@ is called synchronously; if it raises, the call fails (a command is never run un
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -107,7 +108,8 @@ def _mediate_bash(
         command = params.get("command") if isinstance(params, Mapping) else None
         if not isinstance(command, str):
             raise ToolError("Missing required argument 'command'")
-        classification = classify(command)
+        # Off the event loop: a long line takes up to a second to read.
+        classification = await asyncio.to_thread(classify, command)
         denied = threshold is not None and classification.risk >= threshold
         if classification.risk > RiskTier.NONE:
             audit(

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 MAX_DEPTH = 6
 """How deep nested command lines (``bash -c "$(...)"`` inside ``eval``...) are followed."""
+MAX_NESTING = 32
+"""How deep ``( ... )`` groups and substitutions nest before the parser reads them flat."""
 
 _OPERATORS = sorted(
     [
@@ -252,6 +254,7 @@ class _Parser:
         self._tokens = tokens
         self._pos = 0
         self._depth = depth
+        self._nesting = 0
 
     def _next(self) -> str | None:
         if self._pos >= len(self._tokens):
@@ -262,6 +265,16 @@ class _Parser:
 
     def _peek(self) -> str | None:
         return self._tokens[self._pos] if self._pos < len(self._tokens) else None
+
+    def _nested(self) -> Script:
+        """The list up to the matching ``)``; past `MAX_NESTING` the rest is read flat."""
+        if self._nesting >= MAX_NESTING:
+            return Script()
+        self._nesting += 1
+        try:
+            return self.parse_list(")")
+        finally:
+            self._nesting -= 1
 
     def parse_list(self, closer: str | None) -> Script:
         script = Script()
@@ -289,14 +302,14 @@ class _Parser:
         if token in REDIRECTS:
             target = self._next() or ""
             if target in ("<(", ">("):
-                command.substitutions.append(self.parse_list(")"))
+                command.substitutions.append(self._nested())
                 target = "/dev/fd/63"
             command.redirects.append((token, target))
         elif token in ("<(", ">("):
-            command.substitutions.append(self.parse_list(")"))
+            command.substitutions.append(self._nested())
             command.words.append("/dev/fd/63")
         elif token == "(":
-            group = self.parse_list(")")
+            group = self._nested()
             if command.group is None and not command.words:
                 command.group = group
             else:
@@ -305,7 +318,7 @@ class _Parser:
             command.words.clear()  # `name()` starts a function definition, not a call
         elif token.endswith("$") and self._peek() == "(":
             self._next()
-            sub = self.parse_list(")")
+            sub = self._nested()
             command.substitutions.append(sub)
             command.words.append(token[:-1] + _substituted_value(sub))
         else:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import fnmatch
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agent_core.errors import ToolError
-from agent_core.tools import create_find_tool, create_grep_tool, create_ls_tool
+from agent_core.tools import compile_glob, create_find_tool, create_grep_tool, create_ls_tool
 
 from .conftest import call, text_of
 
@@ -139,3 +143,20 @@ async def test_walks_do_not_follow_symlinks(workspace: Path, tmp_path: Path) -> 
     assert text_of(await call(create_grep_tool(workspace), {"pattern": "secret"})) == "No matches found"
     found = text_of(await call(create_find_tool(workspace), {"pattern": "*"}))
     assert found.split("\n") == ["file-link.txt", "link"]
+
+
+@given(
+    pattern=st.lists(st.sampled_from(["*", "?", "a", "b", ".", "[ab]", "[!a]"]), max_size=8).map("".join),
+    name=st.text(alphabet="ab.", max_size=10),
+)
+def test_glob_matches_like_fnmatch_within_a_name(pattern: str, name: str) -> None:
+    if "**" in pattern:
+        pattern = pattern.replace("**", "*")
+    assert compile_glob(pattern)(name) == fnmatch.fnmatchcase(name, pattern)
+
+
+def test_pathological_globs_do_not_backtrack() -> None:
+    started = time.monotonic()
+    for pattern in ("*a" * 200 + "b", "*?" * 100 + "x", "**/" * 30 + "*a" * 50 + "b"):
+        assert not compile_glob(pattern)("a" * 300)
+    assert time.monotonic() - started < 2

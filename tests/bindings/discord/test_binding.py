@@ -91,21 +91,21 @@ async def test_zombie_connection_is_closed_and_resumed_without_losing_a_message(
         await ready(binding)
         await discord.dispatch_message(CHANNEL, "one")
         await wait_until(lambda: len(host.submitted) == 1)
-        first = discord.connections[-1]
-        assert discord.current is not None
-        delivered_seq = discord.current.seq
-        discord.zombify()
+        first = discord.gateway.connections[-1]
+        assert discord.gateway.current is not None
+        delivered_seq = discord.gateway.current.seq
+        discord.gateway.zombify()
         await discord.dispatch_message(CHANNEL, "two")  # lost on the dead link, kept in the session log
-        await wait_until(lambda: discord.resumes, timeout=5)
+        await wait_until(lambda: discord.gateway.resumes, timeout=5)
         await wait_until(lambda: len(host.submitted) == 2)
         await ready(binding)
     assert [m.text for m in host.submitted] == ["one", "two"]
     assert first.close_code not in (None, 1000, 1001)
-    assert discord.resumes[0]["session_id"] == discord.current.id
-    assert discord.resumes[0]["seq"] == delivered_seq
-    assert len(discord.identifies) == 1
+    assert discord.gateway.resumes[0]["session_id"] == discord.gateway.current.id
+    assert discord.gateway.resumes[0]["seq"] == delivered_seq
+    assert len(discord.gateway.identifies) == 1
     assert "resuming" in host.state_history("discord:default")
-    assert discord.connections[-1].path.startswith("/resume?")
+    assert discord.gateway.connections[-1].path.startswith("/resume?")
 
 
 async def test_reconnect_request_resumes_the_session(
@@ -114,14 +114,14 @@ async def test_reconnect_request_resumes_the_session(
     discord.add_channel(CHANNEL, guild_id=GUILD)
     async with make_binding(discord, host, http) as binding:
         await ready(binding)
-        await discord.send_reconnect()
+        await discord.gateway.send_reconnect()
         await discord.dispatch_message(CHANNEL, "sent during the reconnect")
-        await wait_until(lambda: discord.resumes)
+        await wait_until(lambda: discord.gateway.resumes)
         await wait_until(lambda: len(host.submitted) == 1)
         await discord.dispatch_message(CHANNEL, "after")
         await wait_until(lambda: len(host.submitted) == 2)
     assert [m.text for m in host.submitted] == ["sent during the reconnect", "after"]
-    assert len(discord.identifies) == 1
+    assert len(discord.gateway.identifies) == 1
 
 
 async def test_invalid_session_not_resumable_identifies_again(
@@ -130,12 +130,12 @@ async def test_invalid_session_not_resumable_identifies_again(
     discord.add_channel(CHANNEL, guild_id=GUILD)
     async with make_binding(discord, host, http) as binding:
         await ready(binding)
-        old_session = discord.current
-        await discord.invalidate_session(resumable=False)
-        await wait_until(lambda: len(discord.identifies) == 2)
+        old_session = discord.gateway.current
+        await discord.gateway.invalidate_session(resumable=False)
+        await wait_until(lambda: len(discord.gateway.identifies) == 2)
         await ready(binding)
-        assert discord.current is not old_session
-        assert not discord.resumes
+        assert discord.gateway.current is not old_session
+        assert not discord.gateway.resumes
         await discord.dispatch_message(CHANNEL, "hello again")
         await wait_until(lambda: len(host.submitted) == 1)
 
@@ -145,10 +145,10 @@ async def test_invalid_session_resumable_resumes(
 ) -> None:
     async with make_binding(discord, host, http) as binding:
         await ready(binding)
-        await discord.invalidate_session(resumable=True)
-        await wait_until(lambda: discord.resumes)
+        await discord.gateway.invalidate_session(resumable=True)
+        await wait_until(lambda: discord.gateway.resumes)
         await ready(binding)
-    assert len(discord.identifies) == 1
+    assert len(discord.gateway.identifies) == 1
 
 
 async def test_messages_missed_while_down_are_caught_up_once(

@@ -25,11 +25,9 @@ RESUME = "wss://resume.example/"
 INTENTS = 1 | 512 | 4096 | 32768
 
 
-def state_of(proto: object) -> ConnectionState:
+def state_of(proto: DiscordGatewayProtocol) -> ConnectionState:
     """The protocol's state, read afresh (keeps the type checker from narrowing it)."""
-    state = getattr(proto, "state")
-    assert isinstance(state, ConnectionState)
-    return state
+    return proto.state
 
 
 def frame(op: int, d: Any = None, t: str | None = None, s: int | None = None) -> str:

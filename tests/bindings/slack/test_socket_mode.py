@@ -13,11 +13,9 @@ from bindings.state import ConnectionState
 HELLO = json.dumps({"type": "hello", "num_connections": 1})
 
 
-def state_of(proto: object) -> ConnectionState:
+def state_of(proto: SocketModeProtocol) -> ConnectionState:
     """The protocol's state, read afresh (keeps the type checker from narrowing it)."""
-    state = getattr(proto, "state")
-    assert isinstance(state, ConnectionState)
-    return state
+    return proto.state
 
 
 def envelope(envelope_id: str, retry_attempt: int = 0) -> str:

@@ -1,4 +1,4 @@
-"""A local stand-in for Discord: REST (`/api/v10/...`) and the Gateway WebSocket.
+"""A local stand-in for Discord: REST (`/api/v10/...`) plus the Gateway (`discord_gateway.py`).
 
 It behaves like Discord where the bindings depend on it:
 
@@ -9,11 +9,8 @@ It behaves like Discord where the bindings depend on it:
   channel, reported in `X-RateLimit-*` headers; a request over the limit gets a 429 with
   `retry_after` (and is counted in `violations`). Tests can also force 429s (`force_429`) and
   delay an answer after the work is done (`delay_next_create`), to make a client time out.
-- The Gateway sends HELLO, validates IDENTIFY (token, intents, properties) and RESUME (session id
-  and seq), answers READY with a session id and `resume_gateway_url`, acknowledges heartbeats,
-  numbers dispatches, and replays the missed ones on RESUME. Tests script it: `zombify()` makes
-  the current connection stop acknowledging and delivering (a dead link), `send_reconnect()`,
-  `invalidate_session(resumable)`, and `dispatch_message(...)` for MESSAGE_CREATE.
+- `gateway` is the Gateway stand-in; `dispatch_message(...)` stores a user's message and
+  dispatches it (MESSAGE_CREATE) to the current gateway session.
 """
 
 from __future__ import annotations
@@ -22,24 +19,20 @@ import asyncio
 import itertools
 import json
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-import websockets
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from websockets.asyncio.server import ServerConnection, serve
 
 from tests.bindings.helpers import wait_until
+from tests.bindings.standins.discord_gateway import GatewayStandIn
 from tests.bindings.standins.forms import parse_multipart
 from tests.bindings.standins.server import serve_http
-
-REQUIRED_INTENTS = 1 | 512 | 4096 | 32768
 
 
 @dataclass
@@ -65,25 +58,6 @@ class Edit:
     message_id: str
     content: str
     at: float
-
-
-@dataclass
-class GatewayConnection:
-    ws: ServerConnection
-    path: str
-    zombie: bool = False
-    heartbeats: list[Any] = field(default_factory=list)
-    close_code: int | None = None
-    closed: bool = False
-
-
-@dataclass
-class GatewaySession:
-    id: str
-    seq: int = 0
-    log: list[dict[str, Any]] = field(default_factory=list)
-    conn: GatewayConnection | None = None
-    valid: bool = True
 
 
 @dataclass
@@ -127,22 +101,20 @@ class DiscordStandIn:
         self._delay_next_create: float | None = None
         self._nonces: dict[tuple[str, str], tuple[dict[str, Any], float]] = {}
         self._windows: dict[tuple[str, str], _Window] = {}
-        self.sessions: dict[str, GatewaySession] = {}
-        self.current: GatewaySession | None = None
-        self.connections: list[GatewayConnection] = []
-        self.identifies: list[dict[str, Any]] = []
-        self.resumes: list[dict[str, Any]] = []
-        self.invalid_sessions_sent = 0
+        self.gateway = GatewayStandIn(
+            token=token,
+            bot_user_id=bot_user_id,
+            application_id=application_id,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+        )
         self.http_port = 0
-        self.ws_port = 0
         self._stack = AsyncExitStack()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def __aenter__(self) -> DiscordStandIn:
         self.http_port = await self._stack.enter_async_context(serve_http(self._app()))
-        server = await self._stack.enter_async_context(serve(self._gateway, "127.0.0.1", 0))
-        self.ws_port = int(next(iter(server.sockets)).getsockname()[1])
+        await self._stack.enter_async_context(self.gateway)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -154,11 +126,7 @@ class DiscordStandIn:
 
     @property
     def gateway_url(self) -> str:
-        return f"ws://127.0.0.1:{self.ws_port}/gateway"
-
-    @property
-    def resume_url(self) -> str:
-        return f"ws://127.0.0.1:{self.ws_port}/resume"
+        return self.gateway.url
 
     # -- test scripting ----------------------------------------------------------------------
 
@@ -219,34 +187,8 @@ class DiscordStandIn:
         """A user writes in `channel_id`: the message is stored and dispatched (MESSAGE_CREATE)
         to the current gateway session."""
         message = self.user_message(channel_id, content, **kwargs)
-        if self.current is not None:
-            await self._dispatch(self.current, "MESSAGE_CREATE", message)
+        await self.gateway.dispatch("MESSAGE_CREATE", message)
         return message
-
-    async def dispatch(self, name: str, data: dict[str, Any]) -> None:
-        assert self.current is not None
-        await self._dispatch(self.current, name, data)
-
-    def zombify(self) -> None:
-        """The current connection stops acknowledging heartbeats and delivering dispatches."""
-        assert self.current is not None and self.current.conn is not None
-        self.current.conn.zombie = True
-
-    async def send_reconnect(self) -> None:
-        conn = self._live_conn()
-        await conn.ws.send(json.dumps({"op": 7, "d": None}))
-
-    async def invalidate_session(self, resumable: bool) -> None:
-        conn = self._live_conn()
-        assert self.current is not None
-        if not resumable:
-            self.current.valid = False
-        self.invalid_sessions_sent += 1
-        await conn.ws.send(json.dumps({"op": 9, "d": resumable}))
-
-    async def close_connection(self, code: int, reason: str = "") -> None:
-        """Close the current gateway connection from the server side."""
-        await self._live_conn().ws.close(code, reason)
 
     async def wait_for(self, predicate: Callable[[], object], timeout: float = 5.0) -> None:
         await wait_until(predicate, timeout)
@@ -257,104 +199,6 @@ class DiscordStandIn:
         if channel is None:
             return []
         return [m["content"] for m in channel.messages if m["author"]["id"] == self.bot_user_id]
-
-    def _live_conn(self) -> GatewayConnection:
-        assert self.current is not None and self.current.conn is not None, "no live gateway connection"
-        return self.current.conn
-
-    # -- gateway -----------------------------------------------------------------------------
-
-    async def _dispatch(self, session: GatewaySession, name: str, data: Any) -> None:
-        session.seq += 1
-        payload = {"op": 0, "t": name, "s": session.seq, "d": data}
-        session.log.append(payload)
-        conn = session.conn
-        if conn is not None and not conn.zombie and not conn.closed:
-            try:
-                await conn.ws.send(json.dumps(payload))
-            except websockets.ConnectionClosed:
-                pass
-
-    async def _gateway(self, ws: ServerConnection) -> None:
-        path = ws.request.path if ws.request is not None else ""
-        conn = GatewayConnection(ws=ws, path=path)
-        self.connections.append(conn)
-        if "v=10" not in path or "encoding=json" not in path:
-            await ws.close(4012, "invalid API version")
-            return
-        await ws.send(json.dumps({"op": 10, "d": {"heartbeat_interval": self.heartbeat_interval_ms}}))
-        try:
-            async for raw in ws:
-                await self._on_frame(conn, json.loads(raw))
-        except websockets.ConnectionClosed:
-            pass
-        finally:
-            conn.closed = True
-            conn.close_code = ws.close_code
-            for session in self.sessions.values():
-                if session.conn is conn:
-                    session.conn = None
-
-    async def _on_frame(self, conn: GatewayConnection, payload: dict[str, Any]) -> None:
-        op = payload.get("op")
-        data = payload.get("d")
-        if op in (2, 6) and not isinstance(data, dict):
-            await conn.ws.close(4002, "Error while decoding payload.")
-            return
-        if op == 1:
-            conn.heartbeats.append(data)
-            if not conn.zombie:
-                await conn.ws.send(json.dumps({"op": 11}))
-        elif op == 2 and isinstance(data, dict):
-            await self._identify(conn, data)
-        elif op == 6 and isinstance(data, dict):
-            await self._resume(conn, data)
-        else:
-            await conn.ws.close(4001, "unknown opcode")
-
-    async def _identify(self, conn: GatewayConnection, data: dict[str, Any]) -> None:
-        self.identifies.append(data)
-        if data.get("token") != self.token:
-            await conn.ws.close(4004, "Authentication failed.")
-            return
-        if not isinstance(data.get("intents"), int) or data["intents"] & REQUIRED_INTENTS != REQUIRED_INTENTS:
-            await conn.ws.close(4013, "Invalid intent(s).")
-            return
-        properties = data.get("properties") or {}
-        if not all(isinstance(properties.get(k), str) for k in ("os", "browser", "device")):
-            await conn.ws.close(4002, "Error while decoding payload.")
-            return
-        session = GatewaySession(id=uuid.uuid4().hex, conn=conn)
-        self.sessions[session.id] = session
-        self.current = session
-        await self._dispatch(
-            session,
-            "READY",
-            {
-                "v": 10,
-                "user": {"id": self.bot_user_id, "username": "bot", "bot": True},
-                "guilds": [],
-                "session_id": session.id,
-                "resume_gateway_url": self.resume_url,
-                "application": {"id": self.application_id},
-            },
-        )
-
-    async def _resume(self, conn: GatewayConnection, data: dict[str, Any]) -> None:
-        self.resumes.append(data)
-        if data.get("token") != self.token:
-            await conn.ws.close(4004, "Authentication failed.")
-            return
-        session = self.sessions.get(str(data.get("session_id")))
-        if session is None or not session.valid or not isinstance(data.get("seq"), int):
-            await conn.ws.send(json.dumps({"op": 9, "d": False}))
-            return
-        session.conn = conn
-        self.current = session
-        for payload in session.log:
-            if payload["s"] > data["seq"]:
-                await conn.ws.send(json.dumps(payload))
-        await self._dispatch(session, "RESUMED", None)
 
     # -- REST --------------------------------------------------------------------------------
 
@@ -581,9 +425,3 @@ class DiscordStandIn:
             return JSONResponse(thread.as_json(), status_code=201)
 
         return await self._guarded(request, None, work)
-
-
-@asynccontextmanager
-async def discord_standin(**kwargs: Any) -> AsyncIterator[DiscordStandIn]:
-    async with DiscordStandIn(**kwargs) as standin:
-        yield standin

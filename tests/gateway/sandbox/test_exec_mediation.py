@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from gateway.sandbox import RiskTier, classify
+from gateway.sandbox.exec_mediation import MAX_COMMAND_CHARS
 
 # (command, danger class it must be refused for); every one is at least HIGH, the default threshold.
 DANGEROUS: list[tuple[str, str]] = [
@@ -208,3 +211,36 @@ def test_risk_tier_parsing() -> None:
     assert RiskTier.LOW.label == "low"
     with pytest.raises(ValueError, match="unknown risk tier 'severe'"):
         RiskTier.parse("severe")
+
+
+N = MAX_COMMAND_CHARS - 100
+ADVERSARIAL = {
+    "one long word": "a" * N,
+    "open parens": "f(" * (N // 2),
+    "close parens": ")" * N,
+    "nested substitutions": "$(" * (N // 2),
+    "quoted substitutions": '"' + "$(" * (N // 3) + '"',
+    "unclosed functions": "f(){ " * (N // 5),
+    "whitespace after while": "while" + " " * N + "x",
+    "stars": "cat ~/" + "*a" * (N // 2),
+    "commas in braces": "rm -rf /{" + "," * N,
+    "backticks": "`" * N,
+    "nested eval": "eval " * (N // 5),
+    "env split strings": "env -S " * (N // 7),
+    "many fork bombs": ":(){ :|:& };:" * (N // 14),
+}
+
+
+@pytest.mark.parametrize("label", sorted(ADVERSARIAL))
+def test_adversarial_input_is_classified_quickly(label: str) -> None:
+    started = time.monotonic()
+    classify(ADVERSARIAL[label])
+    assert time.monotonic() - started < 5, label
+
+
+def test_oversized_commands_are_refused_unread() -> None:
+    result = classify("echo hi; " + "x" * MAX_COMMAND_CHARS)
+    assert result.risk == RiskTier.HIGH and result.classes == ["oversized_command"]
+    assert "write tool" in result.reason
+    padded = classify("x" * (MAX_COMMAND_CHARS - 20) + "; rm -rf /")
+    assert padded.risk == RiskTier.CRITICAL

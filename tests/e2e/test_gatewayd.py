@@ -1,0 +1,163 @@
+"""`gatewayd` as an operator meets it: start-up output, configuration, exit codes, HTTP probes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gateway.client import GatewayClient
+from tests.daemon import GATEWAYD, Daemon, start_daemon
+from tests.e2e.helpers import MAIN
+
+
+def run_gatewayd(
+    home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 20.0
+) -> subprocess.CompletedProcess[str]:
+    """Run gatewayd expecting it to exit on its own (start-up failures)."""
+    full_env = {k: v for k, v in os.environ.items() if k not in ("GATEWAY_TOKEN", "GATEWAY_CONFIG")}
+    full_env.update({"GATEWAY_HOME": str(home), "GATEWAY_MODEL": "faux/echo", **(env or {})})
+    return subprocess.run(
+        [*GATEWAYD, *args],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=str(home.parent),
+    )
+
+
+def output(daemon: Daemon) -> str:
+    return daemon.out_path.read_text()
+
+
+async def test_start_up_output_token_file_probes_and_both_paths(daemon: Daemon) -> None:
+    text = output(daemon)
+    token_file = daemon.home / "token"
+    assert f"listening on {daemon.url}" in text
+    assert f"dashboard: {daemon.http_url}/ui/" in text
+    assert "model: faux/echo" in text
+    assert f"generated a new auth token in {token_file}" in text
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert len(daemon.token) >= 32
+
+    async with httpx.AsyncClient(base_url=daemon.http_url) as http:
+        health = await http.get("/health")
+        ready = await http.get("/readyz")
+    assert health.status_code == 200 and health.json()["ok"] is True
+    assert ready.status_code == 200 and ready.json() == {"ready": True}
+
+    for path in ("", "ws"):
+        async with GatewayClient(daemon.url + path, token=daemon.token) as client:
+            assert client.hello["type"] == "hello-ok"
+            assert (await client.call("health"))["ok"] is True
+
+
+async def test_restart_reuses_the_token_file(gateway_home: Path) -> None:
+    first = start_daemon(gateway_home)
+    assert first.stop() == 0
+    second = start_daemon(gateway_home, tag="b")
+    try:
+        assert second.token == first.token
+        assert f"using the auth token in {gateway_home / 'token'}" in output(second)
+    finally:
+        assert second.stop() == 0, second.logs()
+
+
+async def test_without_a_model_it_starts_explains_and_runs_fail_with_that_message(gateway_home: Path) -> None:
+    daemon = start_daemon(gateway_home, model=None)
+    try:
+        text = output(daemon)
+        warning = next(line for line in text.splitlines() if line.startswith("warning: "))
+        assert "GATEWAY_MODEL" in warning
+        help_text = warning.removeprefix("warning: ").split("; runs will fail")[0]
+        async with GatewayClient(daemon.url, token=daemon.token) as client:
+            assert client.hello["snapshot"]["sessionDefaults"]["modelConfigured"] is False
+            await client.call("chat.send", {"sessionKey": MAIN, "message": "hi", "idempotencyKey": "nm-1"})
+            outcome = await client.call("agent.wait", {"runId": "nm-1", "timeoutMs": 10_000})
+        assert outcome["status"] == "error"
+        assert outcome["errorMessage"] == help_text
+    finally:
+        assert daemon.stop() == 0, daemon.logs()
+
+
+async def test_config_flag_env_and_file_precedence(gateway_home: Path) -> None:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    file_port = taken.getsockname()[1]
+    env_file = gateway_home / "env.toml"
+    env_file.write_text("[gateway]\ntick_interval_ms = 1111\n")
+    config = (
+        f"[gateway]\nport = {file_port}\ntick_interval_ms = 2222\n"
+        '[agent_defaults]\nmodel = "openai/gpt-4o-mini"\n'
+    )
+    # --config beats GATEWAY_CONFIG; GATEWAY_MODEL beats the file; --port beats the file.
+    daemon = start_daemon(gateway_home, config=config, env={"GATEWAY_CONFIG": str(env_file)})
+    try:
+        assert daemon.port != file_port
+        assert "model: faux/echo" in output(daemon)
+        async with GatewayClient(daemon.url, token=daemon.token) as client:
+            assert client.hello["policy"]["tickIntervalMs"] == 2222
+            got = await client.call("config.get")
+        assert got["path"] == str(gateway_home / "gateway.toml")
+        assert got["config"]["agent_defaults"]["model"] == "faux/echo"
+    finally:
+        taken.close()
+        assert daemon.stop() == 0, daemon.logs()
+
+    # Without --config, GATEWAY_CONFIG names the file.
+    daemon = start_daemon(gateway_home, env={"GATEWAY_CONFIG": str(env_file)}, tag="env")
+    try:
+        async with GatewayClient(daemon.url, token=daemon.token) as client:
+            assert client.hello["policy"]["tickIntervalMs"] == 1111
+    finally:
+        assert daemon.stop() == 0, daemon.logs()
+
+
+@pytest.mark.parametrize(
+    ("body", "key"),
+    [("[runs]\nmax_concurrent = 0\n", "runs.max_concurrent"), ("[gateway]\nbogus = 1\n", "gateway.bogus")],
+)
+def test_bad_config_file_exits_2_with_one_line(gateway_home: Path, body: str, key: str) -> None:
+    path = gateway_home / "bad.toml"
+    path.write_text(body)
+    result = run_gatewayd(gateway_home, "--port", "0", "--config", str(path))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert key in lines[0] and str(path) in lines[0]
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_second_daemon_on_the_same_home_exits_1(daemon: Daemon) -> None:
+    result = run_gatewayd(daemon.home, "--port", "0")
+    assert result.returncode == 1
+    assert f"the state directory {daemon.home} is in use by process {daemon.proc.pid}" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert daemon.proc.poll() is None
+
+
+def test_port_in_use_exits_1(gateway_home: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_gatewayd(gateway_home, "--port", str(port))
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_refuses_a_non_loopback_address_without_auth(gateway_home: Path) -> None:
+    result = run_gatewayd(gateway_home, "--host", "0.0.0.0", "--port", "0")
+    assert result.returncode == 2
+    assert "refusing to listen on 0.0.0.0 without authentication" in result.stderr
+    assert "listening on" not in result.stdout
+    assert "Traceback" not in result.stderr
