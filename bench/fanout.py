@@ -1,27 +1,33 @@
 """Fan-out: one session streaming M deltas to N subscribed clients, beside a bare `websockets`
 broadcast server sending the same frames to the same N clients.
 
-    .venv/bin/python -m bench.fanout                  # N = 1, 10, 100, 1000 (a minute or two)
-    .venv/bin/python -m bench.fanout --quick          # N = 1, 10 with small M, a few seconds
-    .venv/bin/python -m bench.fanout --profile DIR    # also write a cProfile of each daemon to DIR
+    .venv/bin/python -m bench.fanout                  # N = 1, 10, 100, 1000, 3 rounds each
+    .venv/bin/python -m bench.fanout --quick          # N = 1, 10 with small M, one round
+    .venv/bin/python -m bench.fanout --profile DIR    # also write a cProfile of the daemon to DIR
 
-Gateway side: a real `gatewayd` (faux/echo, `GATEWAY_FAUX_PACE_MS=0`, log level warning) in a
-temporary home. N clients (raw WebSocket clients from `bench._wire`, spread over a few client
-processes so the client side is not the bottleneck) connect, complete the handshake with cap
-`session-scoped-events` and call `sessions.events.subscribe {key}`. Then one `chat.send` of
-`!long M` starts the run. Every client receives 3M + 13 frames (each delta arrives as
-`session.message.delta`, `agent` and `chat`; the rest are the run's lifecycle events) and stops
-at the final `session.status.changed` idle.
+Gateway side: one real `gatewayd` (faux/echo, `GATEWAY_FAUX_PACE_MS=0`, log level warning) in a
+temporary home, with a session of its own per N. N clients (raw WebSocket clients from
+`bench._wire`, in processes of at most 250 clients) connect, complete the handshake with cap
+`session-scoped-events` and call `sessions.events.subscribe {key}`. One `chat.send` of `!long M`
+starts a run. Every client receives 3M + 13 frames (each delta arrives as `session.message.delta`,
+`agent` and `chat`; the rest are the run's lifecycle events) and stops at the final
+`session.status.changed` idle.
 
-Baseline: a subprocess running `websockets.asyncio.server.serve` that, once the same number of
-clients are connected, sends the exact frames one gateway client received, in order, each with
-one `websockets.broadcast` call followed by a yield to the event loop.
+Baseline: a subprocess running `websockets.asyncio.server.serve` that, once the same N clients
+(same client code) are connected, sends the exact frames one gateway client received, in order,
+each with one `websockets.broadcast` call followed by a yield to the event loop.
 
-Rows per N: deliveries per second (frames received by all clients / time from the first receipt to
-the last, on the shared monotonic clock), and the server's CPU time (user + system, from psutil)
-per delivery between the trigger and the last receipt (the process CPU clock, ns resolution;
-psutil's 10 ms ticks are too coarse for the baseline's short runs). For the gateway that CPU includes all the
-work of the run (faux model, agent loop, journal commits to SQLite, rendering, fan-out).
+Gateway and bare rounds alternate (both sides stay connected); each row shows the medians and,
+as its ratio, the median of the per-round gateway/bare ratios. Rows per N:
+
+- deliveries per second: frames received by all clients / time from the first receipt to the
+  last (`time.monotonic()`, one clock for all processes on Linux);
+- server CPU per delivery: the server process's CPU time (user + system, all threads) from the
+  trigger to the last receipt, read from its CPU clock (ns; psutil's 10 ms ticks are too coarse
+  for the baseline's short runs). For the gateway it covers the whole run: faux model, agent
+  loop, journal commits to SQLite, rendering and fan-out;
+- client CPU per delivery, to show the clients are not what limits the rate. They share the
+  machine's cores with the server, so on a 2-core machine a high value can still slow it.
 """
 
 from __future__ import annotations
@@ -270,13 +276,14 @@ class GatewaySide:
     def __init__(self, daemon: Daemon, plan: Plan, record: Path) -> None:
         self.daemon = daemon
         self.plan = plan
+        self.key = f"{SESSION_KEY}-n{plan.clients}"
         self.loop = asyncio.new_event_loop()
         self.control = self.loop.run_until_complete(self._control())
         spec = {
             "mode": "gateway",
             "port": daemon.port,
             "token": daemon.token,
-            "key": SESSION_KEY,
+            "key": self.key,
             "timeout": RUN_TIMEOUT_S,
             "record": str(record),
         }
@@ -286,15 +293,15 @@ class GatewaySide:
     async def _control(self) -> WireClient:
         client = await WireClient.open(self.daemon.host, self.daemon.port)
         await client.gateway_connect(self.daemon.token)
-        await client.request("sessions.create", {"key": SESSION_KEY})
+        await client.request("sessions.create", {"key": self.key})
         return client
 
     def _send(self) -> None:
         self.runs += 1
         params = {
-            "sessionKey": SESSION_KEY,
+            "sessionKey": self.key,
             "message": f"!long {self.plan.deltas}",
-            "idempotencyKey": f"go-{self.runs}",
+            "idempotencyKey": f"{self.key}-{self.runs}",
         }
         self.loop.run_until_complete(self.control.request("chat.send", params))
 
@@ -302,7 +309,7 @@ class GatewaySide:
         outcome = _round(self.workers, self.daemon.pid, self._send)
         # The run's last frames are out; wait for it to be idle before the next round starts.
         self.loop.run_until_complete(
-            self.control.request("agent.wait", {"runId": f"go-{self.runs}", "timeoutMs": 30_000})
+            self.control.request("agent.wait", {"runId": f"{self.key}-{self.runs}", "timeoutMs": 30_000})
         )
         return outcome
 
@@ -389,12 +396,6 @@ class BareSide:
 # --- the table ----------------------------------------------------------------------------------
 
 
-def _note(outcome: Outcome) -> str:
-    if outcome.complete and not outcome.lost:
-        return ""
-    return f" [incomplete: {outcome.lost} lost]" if outcome.complete else " [timed out]"
-
-
 def _note(outcomes: list[Outcome]) -> str:
     if all(o.complete and not o.lost for o in outcomes):
         return ""
@@ -403,15 +404,12 @@ def _note(outcomes: list[Outcome]) -> str:
     return " [timed out]"
 
 
-def measure(plan: Plan, rounds: int, profile_dir: Path | None = None) -> list[Row]:
-    """`rounds` alternating gateway and bare rounds for one configuration."""
+def measure(daemon: Daemon, plan: Plan, rounds: int) -> list[Row]:
+    """`rounds` alternating gateway and bare rounds for one configuration (a session of its own
+    in `daemon`, and a bare server of its own)."""
     gateway: list[Outcome] = []
     bare: list[Outcome] = []
-    profile = profile_dir / f"gatewayd-fanout-n{plan.clients}.prof" if profile_dir else None
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-fanout-") as tmp,
-        gateway_daemon(env={"GATEWAY_FAUX_PACE_MS": "0"}, profile=profile) as daemon,
-    ):
+    with tempfile.TemporaryDirectory(prefix="bench-fanout-") as tmp:
         record = Path(tmp) / "frames.jsonl"
         gateway_side = GatewaySide(daemon, plan, record)
         bare_side: BareSide | None = None
@@ -469,7 +467,7 @@ def plans(quick: bool) -> list[Plan]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.fanout", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="N = 1 and 10 with small runs")
-    parser.add_argument("--profile", type=Path, metavar="DIR", help="write a cProfile of each daemon to DIR")
+    parser.add_argument("--profile", type=Path, metavar="DIR", help="write a cProfile of the daemon to DIR")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--bare-server", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -483,8 +481,10 @@ def main(argv: list[str] | None = None) -> None:
         args.profile.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     rows: list[Row] = []
-    for plan in plans(args.quick):
-        rows += measure(plan, 1 if args.quick else ROUNDS, args.profile)
+    profile = args.profile / "gatewayd-fanout.prof" if args.profile else None
+    with gateway_daemon(env={"GATEWAY_FAUX_PACE_MS": "0"}, profile=profile) as daemon:
+        for plan in plans(args.quick):
+            rows += measure(daemon, plan, 1 if args.quick else ROUNDS)
     print(render(rows))
     print(f"\n({time.perf_counter() - started:.1f} s; ratios compare with a baseline from this same run)")
 

@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.sessions            # K = 100 and 1,000 against K = 1 (a minute or so)
     .venv/bin/python -m bench.sessions --quick    # K = 50 against K = 1, a few seconds
     .venv/bin/python -m bench.sessions --pace-ms 0 --deltas 200   # saturate instead
+    .venv/bin/python -m bench.sessions --profile DIR              # cProfile each daemon into DIR
 
 Each configuration gets its own `gatewayd` (faux/echo, log level warning, `[runs] max_concurrent`
 = K) in a temporary home. K clients (raw WebSocket clients from `bench._wire`, spread over client
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bench._daemon import HOST, gateway_daemon, peak_rss_bytes
@@ -211,9 +213,10 @@ def _line(proc: subprocess.Popen[str]) -> str:
     return line
 
 
-def measure(plan: Plan) -> Outcome:
+def measure(plan: Plan, profile_dir: Path | None = None) -> Outcome:
     env = {"GATEWAY_FAUX_PACE_MS": str(plan.pace_ms)}
-    with gateway_daemon(env=env, config=_config(plan)) as daemon:
+    profile = profile_dir / f"gatewayd-sessions-k{plan.sessions}.prof" if profile_dir else None
+    with gateway_daemon(env=env, config=_config(plan), profile=profile) as daemon:
         procs = _spawn_workers(daemon.port, daemon.token, plan)
         try:
             for proc in procs:
@@ -271,19 +274,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="K = 50 against K = 1, short runs")
     parser.add_argument("--pace-ms", type=float, default=20.0, help="faux pace per word (default 20)")
     parser.add_argument("--deltas", type=int, help="words per reply (default 50, quick 10)")
+    parser.add_argument("--profile", type=Path, metavar="DIR", help="write a cProfile of each daemon to DIR")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         asyncio.run(_worker(json.loads(args.worker)))
         return
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     deltas = args.deltas or (10 if args.quick else 50)
     sizes = [50] if args.quick else [100, 1000]
     started = time.perf_counter()
-    base = measure(Plan(1, deltas, args.pace_ms))
+    base = measure(Plan(1, deltas, args.pace_ms), args.profile)
     rows: list[Row] = []
     for size in sizes:
         plan = Plan(size, deltas, args.pace_ms)
-        rows += _rows(plan, measure(plan), base)
+        rows += _rows(plan, measure(plan, args.profile), base)
     print(render(rows))
     print(f"\n({time.perf_counter() - started:.1f} s; ratios compare with a baseline from this same run)")
 

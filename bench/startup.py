@@ -2,7 +2,7 @@
 beside a bare Python process (`python -c pass`) started the same way.
 
     .venv/bin/python -m bench.startup            # 5 starts of each kind (about half a minute)
-    .venv/bin/python -m bench.startup --quick    # 1 start of each kind, a few seconds
+    .venv/bin/python -m bench.startup --quick    # 1 start of each kind, RSS after 0.2 s
 
 A start is timed from just before the process is spawned until a client completes the gateway
 handshake (`connect.challenge`, `connect`, hello-ok), retrying every 5 ms while nothing listens
@@ -53,12 +53,13 @@ async def _first_handshake(daemon: Daemon) -> float:
     raise RuntimeError(f"gatewayd did not accept a connection within {START_TIMEOUT_S} s")
 
 
-def _start(home: Path) -> tuple[float, float]:
-    """One start of gatewayd with `home`: (seconds to first handshake, idle RSS in MiB)."""
+def _start(home: Path, settle_s: float) -> tuple[float, float]:
+    """One start of gatewayd with `home`: (seconds to first handshake, idle RSS in MiB after
+    `settle_s` more seconds)."""
     daemon = spawn(home)
     try:
         seconds = asyncio.run(_first_handshake(daemon))
-        time.sleep(SETTLE_S)
+        time.sleep(settle_s)
         rss = psutil.Process(daemon.pid).memory_info().rss / 2**20
     finally:
         daemon.stop()
@@ -76,7 +77,7 @@ def _bare_python() -> tuple[float, float]:
     return elapsed, usage.ru_maxrss / 1024  # KiB on Linux
 
 
-def run(repeats: int) -> list[Row]:
+def run(repeats: int, settle_s: float = SETTLE_S) -> list[Row]:
     cold: list[tuple[float, float]] = []
     warm: list[tuple[float, float]] = []
     bare: list[tuple[float, float]] = []
@@ -86,9 +87,9 @@ def run(repeats: int) -> list[Row]:
             home = Path(tmp) / "home"
             home.mkdir()
             bare.append(_bare_python())
-            cold.append(_start(home))
+            cold.append(_start(home, settle_s))
             bare.append(_bare_python())
-            warm.append(_start(home))
+            warm.append(_start(home, settle_s))
     base_s = median([b[0] for b in bare]) * 1e3
     base_rss = median([b[1] for b in bare])
     return [
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="one start of each kind")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    rows = run(1 if args.quick else 5)
+    rows = run(1, settle_s=0.2) if args.quick else run(5)
     print(render(rows))
     print(f"\n({time.perf_counter() - started:.1f} s; ratios compare with a baseline from this same run)")
 

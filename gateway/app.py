@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
-from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.routing import Mount, Route, Router, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
@@ -127,23 +127,24 @@ class Gateway:
         )
         state_box.append(state)
         self.state = state
+        # Built before the manager starts, so their reply feed sees the runs it resumes.
+        self._build_channels(state)
         await manager.start()
-        await self._start_channels(state)
+        if self.channels is not None:
+            await self.channels.start()
         state.ready = True
         self._tick = asyncio.create_task(state.tick_loop(), name="tick")
         return state
 
-    async def _start_channels(self, state: GatewayState) -> None:
+    def _build_channels(self, state: GatewayState) -> None:
+        """The chat bindings of `[bindings]` (none when the table is empty). Raises ConfigError
+        for an invalid table or a missing secret."""
         if not self.config.bindings:
             return
-        try:
-            from gateway.channels import Channels  # type: ignore[import-not-found,unused-ignore]
-        except ImportError:
-            log.warning("bindings are configured but channel support is not installed")
-            return
-        self.channels = Channels(self.config, state)
+        from gateway.channels import Channels
+
+        self.channels = Channels(self.config, state, env=self.env)
         state.channels = self.channels
-        await self.channels.start()
 
     async def reload(self) -> dict[str, Any]:
         """Re-read the config file (with the start-up environment and flags). Applied live:
@@ -179,6 +180,8 @@ class Gateway:
         state.stopping = True
         state.announce_shutdown(reason)
         log.info("stopping", grace_s=self.config.gateway.shutdown_grace_s, runs=state.manager.running_count())
+        if self.channels is not None:
+            self.channels.stop_inbound()
         await state.manager.aclose()
         if self.channels is not None:
             with contextlib.suppress(Exception):
@@ -251,6 +254,13 @@ def create_app(gateway: Gateway) -> Starlette:
     async def root(request: Request) -> Response:
         return RedirectResponse("/ui/")
 
+    no_webhooks = Router()
+
+    async def bindings(scope: Scope, receive: Receive, send: Send) -> None:
+        """Binding webhooks (`/bindings/...`), served by the running `Channels` (404 without)."""
+        webhooks: ASGIApp = getattr(gateway.channels, "webhooks", None) or no_webhooks
+        await webhooks(scope, receive, send)
+
     routes: list[Any] = [
         WebSocketRoute("/", websocket),
         WebSocketRoute("/ws", websocket),
@@ -258,6 +268,7 @@ def create_app(gateway: Gateway) -> Starlette:
         Route("/healthz", health),
         Route("/readyz", readyz),
         Route("/", root),
+        Mount("/bindings", app=bindings),
     ]
     if UI_DIR.is_dir():
         routes.append(Mount("/ui", app=StaticFiles(directory=UI_DIR, html=True), name="ui"))

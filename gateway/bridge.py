@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -51,11 +52,34 @@ class Bridge:
         self.manager: SessionManager | None = None
         self._runs: dict[str, compat.RunStream] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._listeners: list[Callable[[SessionEvent], None]] = []
         self.published = 0
+
+    def add_listener(self, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
+        """Call `listener` with every published session event, in order, after the hub got it,
+        until the returned function is called. It runs inside `publish`: it must not block, and
+        what it raises is logged and dropped (chat bindings relay replies this way)."""
+        self._listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return remove
 
     # EventPublisher
     def publish(self, event: SessionEvent) -> None:
         self.published += 1
+        try:
+            self._publish(event)
+        finally:
+            for listener in list(self._listeners):
+                try:
+                    listener(event)
+                except Exception:
+                    log.exception("session event listener failed", event_name=event.name)
+
+    def _publish(self, event: SessionEvent) -> None:
         frame = encode_event("session." + event.name, event.payload(), droppable=event.droppable)
         self.hub.session_native(event.session_id, event.seq, frame)
         self._render_compat(event)

@@ -104,6 +104,8 @@ async def serve_connection(ws: WebSocket, state: GatewayState) -> None:
     outlet = Outlet(conn_id=conn_id, transport=transport, max_buffered_bytes=cfg.max_buffered_bytes)
 
     async def close_outlet(code: int, reason: str) -> None:
+        if code == CloseCode.POLICY_VIOLATION:
+            state.hub.slow_consumers += 1
         await transport.close(code, reason)
 
     outlet.on_close = close_outlet

@@ -192,6 +192,8 @@ class Hub:
     def __init__(self) -> None:
         self.outlets: dict[str, Outlet] = {}
         self.delivered = 0
+        self.slow_consumers = 0
+        """Connections closed because they fell too far behind (since start)."""
 
     def add(self, outlet: Outlet) -> None:
         self.outlets[outlet.conn_id] = outlet

@@ -63,7 +63,7 @@ def view_of(entries: Sequence[Any]) -> View:
     kept: list[tuple[str, AgentMessage]] = []
     # Kept: from the first kept entry (before the compaction entry) on, or else everything after
     # the compaction entry.
-    keeping = first_kept is None
+    keeping = False
     for index, entry in enumerate(entries):
         if index == compaction_index:
             keeping = True

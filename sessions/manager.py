@@ -603,14 +603,10 @@ class SessionManager:
 
     def _model_for(self, session: SessionRecord, profile: AgentProfile) -> tuple[Model, str | None]:
         ref = session.model or profile.model
-        if not ref:
-            return _placeholder_model(), (
-                "No model is configured. Set GATEWAY_MODEL (for example GATEWAY_MODEL=faux/echo for an "
-                "offline echo model, or openai/gpt-4o-mini with OPENAI_API_KEY set), or set `model` for "
-                f"agent '{profile.id}' in the config file."
-            )
         try:
-            return self.directory.resolve_model(ref), None
+            # Without a ref the directory's error says how to configure a model (the same text
+            # the daemon prints at start-up).
+            return self.directory.resolve_model(ref or ""), None
         except Exception as exc:
             return _placeholder_model(ref), str(exc)
 

@@ -178,7 +178,12 @@ async def _append_cut_off(
     drafts.append(
         (
             "agent.finished",
-            {"terminationReason": "interrupted", "stopReason": "aborted", "errorMessage": INTERRUPTED_TEXT},
+            {
+                "terminationReason": "interrupted",
+                "stopReason": "aborted",
+                "errorMessage": INTERRUPTED_TEXT,
+                **_run_totals(events),
+            },
         )
     )
     drafts.append(("status.changed", {"status": "interrupted"}))
@@ -199,6 +204,26 @@ async def _append_cut_off(
             session_fields={"status": "interrupted"},
         )
     )
+
+
+def _run_totals(events: list[EventRecord]) -> dict[str, int]:
+    """The totals `agent.finished` carries (clients need them to render the end of a run), as far
+    as the run's logged events tell: turns started, tokens of its completed assistant messages,
+    and the time from its first event to its last."""
+    tokens = 0
+    for event in events:
+        message = event.payload.get("message") if event.type == "message.completed" else None
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            usage = message.get("usage")
+            total = usage.get("totalTokens") if isinstance(usage, dict) else None
+            if isinstance(total, int):
+                tokens += total
+    stamps = [ts for ts in (event.payload.get("ts") for event in events) if isinstance(ts, int)]
+    return {
+        "totalTurns": sum(1 for event in events if event.type == "turn.started"),
+        "totalTokens": tokens,
+        "durationMs": max(stamps) - min(stamps) if stamps else 0,
+    }
 
 
 def _entry(entry_id: str, message: AgentMessage) -> NewEntry:

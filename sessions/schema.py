@@ -29,11 +29,17 @@ from sqlalchemy import (
 )
 
 __all__ = [
+    "ChannelOutboxState",
     "EntryKind",
     "InputStatus",
     "RunStatus",
     "SessionKind",
     "SessionStatus",
+    "channel_cursors",
+    "channel_dedupe",
+    "channel_outbox",
+    "channel_pairing_approvals",
+    "channel_pairing_requests",
     "entries",
     "events",
     "inputs",
@@ -75,6 +81,14 @@ class RunStatus(StrEnum):
     ERROR = "error"
     ABORTED = "aborted"
     INTERRUPTED = "interrupted"
+
+
+class ChannelOutboxState(StrEnum):
+    PENDING = "pending"
+    SENT = "sent"
+    EDITED = "edited"
+    FINAL = "final"
+    FAILED = "failed"
 
 
 class InputStatus(StrEnum):
@@ -214,4 +228,81 @@ inputs = Table(
     CheckConstraint(_one_of("status", InputStatus), name="status"),
     Index(None, "session_id", "status"),
     Index(None, "status"),
+)
+
+
+# --- chat bindings (written by `gateway.channel_store`) -------------------------------------------
+
+# Inbound event ids a binding has handled. A row is live until `expires_at` (at least 20 minutes
+# after it was written, longer than any platform redelivers); expired rows are swept.
+channel_dedupe = Table(
+    "channel_dedupe",
+    metadata,
+    Column("platform", String(20), nullable=False),
+    Column("account_id", String(100), nullable=False),
+    Column("event_id", String(300), nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    PrimaryKeyConstraint("platform", "account_id", "event_id"),
+    Index(None, "expires_at"),
+)
+
+# One reply chunk on its way to a platform, keyed by its idempotency key (`bindings.outbox_key`).
+# `route` is the JSON of a `ReplyRoute`. Rows in `final` or `failed` are kept for a while (a
+# duplicate key must never post again) and then swept.
+channel_outbox = Table(
+    "channel_outbox",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("platform", String(20), nullable=False),
+    Column("account_id", String(100), nullable=False),
+    Column("route", Text, nullable=False),
+    Column("run_id", String(200), nullable=False),
+    Column("chunk_index", Integer, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("state", String(20), nullable=False),
+    Column("platform_message_id", String(100), nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    CheckConstraint(_one_of("state", ChannelOutboxState), name="state"),
+    Index(None, "platform", "account_id", "state"),
+    Index(None, "updated_at"),
+)
+
+# A DM sender waiting for an operator's approval. A request lives one hour unless approved
+# (`approved_at`); unapproved expired ones are swept.
+channel_pairing_requests = Table(
+    "channel_pairing_requests",
+    metadata,
+    Column("code", String(16), primary_key=True),
+    Column("platform", String(20), nullable=False),
+    Column("account_id", String(100), nullable=False),
+    Column("sender_id", String(100), nullable=False),
+    Column("sender_name", Text, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("approved_at", BigInteger, nullable=True),
+    Index(None, "platform", "account_id", "sender_id"),
+)
+
+# Senders an operator approved; kept until removed by hand.
+channel_pairing_approvals = Table(
+    "channel_pairing_approvals",
+    metadata,
+    Column("platform", String(20), nullable=False),
+    Column("account_id", String(100), nullable=False),
+    Column("sender_id", String(100), nullable=False),
+    Column("code", String(16), nullable=False),
+    Column("approved_at", BigInteger, nullable=False),
+    PrimaryKeyConstraint("platform", "account_id", "sender_id"),
+)
+
+# The newest message id seen per channel, for catch-up after downtime.
+channel_cursors = Table(
+    "channel_cursors",
+    metadata,
+    Column("platform", String(20), nullable=False),
+    Column("account_id", String(100), nullable=False),
+    Column("channel_id", String(100), nullable=False),
+    Column("message_id", String(100), nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    PrimaryKeyConstraint("platform", "account_id", "channel_id"),
 )

@@ -1,35 +1,56 @@
 """The benchmarks still run: each `python -m bench.<name> --quick` exits 0 and prints its table.
 
-The quick settings are tiny (a few seconds each); the numbers are not checked, only that every
-row is there with a ratio, and that the gateway benchmarks lost nothing and did not time out.
+The quick settings are tiny; the four runs are started together (their numbers are not checked,
+so sharing the cores does not matter) and each test then checks one table: every row is there
+with a ratio, nothing timed out, and the gateway lost no event.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = {"agent_loop": 2, "fanout": 6, "sessions": 5, "startup": 4}
+"""Benchmark -> rows its quick run prints."""
 _RATIO = re.compile(r"(?:\d[\d,]*\.\d\d|-)$")
 
 
-def _quick(name: str) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", f"bench.{name}", "--quick"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
-    assert done.returncode == 0, f"bench.{name} failed:\n{done.stdout}\n{done.stderr[-4000:]}"
-    assert "ratios compare with a baseline from this same run" in done.stdout
-    lines = done.stdout.splitlines()
-    assert lines[0].split()[:2] == ["metric", "setting"], done.stdout
-    assert set(lines[1].replace(" ", "")) == {"-"}, done.stdout
+@pytest.fixture(scope="module")
+def quick_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, subprocess.Popen[str]]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GATEWAY_")}
+    env["HOME"] = str(tmp_path_factory.mktemp("bench-home"))
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", f"bench.{name}", "--quick"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in BENCHMARKS
+    }
+    yield procs
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def _table(proc: subprocess.Popen[str], name: str) -> list[str]:
+    out, err = proc.communicate(timeout=100)
+    assert proc.returncode == 0, f"bench.{name} failed:\n{out}\n{err[-4000:]}"
+    assert "ratios compare with a baseline from this same run" in out
+    lines = out.splitlines()
+    assert lines[0].split()[:2] == ["metric", "setting"], out
+    assert set(lines[1].replace(" ", "")) == {"-"}, out
     rows = []
     for line in lines[2:]:
         if not line.strip():
@@ -38,22 +59,16 @@ def _quick(name: str) -> list[str]:
     return rows
 
 
-def _value(row: str, metric: str) -> str:
-    """The value cell of a row whose metric starts with `metric`."""
-    return re.split(r"\s{2,}", row.strip())[2] if row.startswith(metric) else ""
-
-
-@pytest.mark.parametrize(
-    ("name", "count"),
-    [("agent_loop", 2), ("fanout", 6), ("sessions", 5), ("startup", 4)],
-)
-def test_quick_run_prints_a_row_per_measurement(name: str, count: int) -> None:
-    rows = _quick(name)
-    assert len(rows) == count, "\n".join(rows)
+@pytest.mark.parametrize("name", list(BENCHMARKS))
+def test_quick_run_prints_a_row_per_measurement(
+    name: str, quick_runs: dict[str, subprocess.Popen[str]]
+) -> None:
+    rows = _table(quick_runs[name], name)
+    assert len(rows) == BENCHMARKS[name], "\n".join(rows)
     for row in rows:
-        assert _RATIO.search(row.rstrip()), row
+        assert _RATIO.search(row), row
         assert "[timed out]" not in row, row
         assert " lost]" not in row, row
     if name == "sessions":
-        lost = [_value(r, "events lost") for r in rows if r.startswith("events lost")]
+        lost = [re.split(r"\s{2,}", r)[2] for r in rows if r.startswith("events lost")]
         assert lost == ["0"], rows

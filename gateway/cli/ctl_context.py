@@ -11,10 +11,10 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
-from gateway.cli.ctl_errors import CtlError, call_error, connect_error, dropped
+from gateway.cli.ctl_errors import CtlError, ExitCode, call_error, connect_error, dropped
 from gateway.cli.ctl_output import Output
 from gateway.cli.ctl_target import Target, resolve_target
 from gateway.client import CallError, ConnectError, GatewayClient, GatewayUnreachable
@@ -41,6 +41,10 @@ class Ctl:
         self._flags = (url, token, password)
         self._env = os.environ if env is None else env
         self._target: Target | None = None
+        self.interrupt_exit: int = ExitCode.INTERRUPTED
+        """Exit code on Ctrl-C (`sessions tail` makes it 0: Ctrl-C is how one stops following)."""
+        self.interrupt_hint: str | None = None
+        """What to tell the user after Ctrl-C, when there is something to say."""
 
     @property
     def target(self) -> Target:
@@ -88,7 +92,9 @@ class Ctl:
                     if starting and time.monotonic() < deadline:
                         await asyncio.sleep(0.25)
                         continue
-                    raise connect_error(exc, url=target.url, credential_hint=target.credential_hint()) from None
+                    raise connect_error(
+                        exc, url=target.url, credential_hint=target.credential_hint()
+                    ) from None
 
     # --- calling ------------------------------------------------------------------------------
 
@@ -98,8 +104,28 @@ class Ctl:
         """The payload of `method`, or CtlError: the gateway's refusal (exit 1, or 4 for a missing
         scope), no answer within the timeout (exit 1), or a dropped connection (exit 3)."""
         limit = self.timeout if timeout is None else timeout
-        try:
+        with self._translated(method, limit):
             return await client.call(method, params, timeout=limit)
+
+    async def call_final(self, client: GatewayClient, method: str, params: Any = None) -> Any:
+        """The final payload of a method that answers twice on one id (`agent`: `accepted` at
+        once, the outcome when the run ends, however long that takes); the only payload of any
+        other method. Fails like `call`."""
+        with self._translated(method, self.timeout):
+            response = await client.request(method, params, timeout=self.timeout)
+            if not response.get("ok"):
+                raise CallError(response.get("error") or {})
+            final = response.get("_final")
+            if final is not None:
+                response = await final
+                if not response.get("ok"):
+                    raise CallError(response.get("error") or {})
+            return response.get("payload")
+
+    @contextlib.contextmanager
+    def _translated(self, method: str, limit: float) -> Iterator[None]:
+        try:
+            yield
         except CallError as exc:
             raise call_error(exc, method) from None
         except ConnectError:

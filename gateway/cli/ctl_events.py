@@ -55,8 +55,9 @@ def tokens_and_time(payload: Mapping[str, Any]) -> str:
         parts.append(f"{turns} turn{'s' if turns != 1 else ''}")
     if isinstance(payload.get("totalTokens"), int):
         parts.append(f"{payload['totalTokens']:,} tokens")
-    if isinstance(payload.get("durationMs"), int | float):
-        parts.append(f"{payload['durationMs'] / 1000:.1f} s")
+    ms = payload.get("durationMs")
+    if isinstance(ms, int | float):
+        parts.append(f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s")
     return " · ".join(parts)
 
 
@@ -64,6 +65,8 @@ def event_detail(name: str, payload: Mapping[str, Any]) -> str:
     """What a native event says, in a few words (`name` without the `session.` prefix)."""
     if name == "status.changed":
         return str(payload.get("status"))
+    if name == "agent.started":
+        return f"run {payload.get('runId')}"
     if name in ("turn.started", "turn.finished"):
         extra = " (tool calls)" if payload.get("hasToolCalls") else ""
         return f"turn {payload.get('turnIndex', '?')}{extra}"
@@ -101,7 +104,11 @@ def _completed(message: Any) -> str:
         return ""
     role = str(message.get("role"))
     text = clip(message_text(message), 90)
-    calls = [b.get("name") for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "toolCall"]
+    calls = [
+        b.get("name")
+        for b in message.get("content") or []
+        if isinstance(b, dict) and b.get("type") == "toolCall"
+    ]
     bits = [f"{role}: {json.dumps(text, ensure_ascii=False)}"]
     if calls:
         bits.append(f"calls {', '.join(str(c) for c in calls)}")

@@ -1,14 +1,14 @@
 """One session's native events, in order and each once, across gaps and dropped connections.
 
-    feed = SessionFeed(ctl, key="agent:main:main", cursor=ResumeCursor(last_seq=0))
-    answer = await feed.open()          # subscribes (CtlError NOT_FOUND for an unknown key)
-    while (frame := await feed.next(timeout=1.0)) is not None or ...:
-        ...
-    await feed.aclose()
+    async with SessionFeed(ctl, key="agent:main:main", cursor=ResumeCursor(last_seq=0)) as feed:
+        await feed.open()                  # subscribes; CtlError (code NOT_FOUND) for an unknown key
+        while True:
+            frame = await feed.next()      # the next event to show, reconnecting when needed
+            ...
 
-The connection belongs to the feed from `open()` to `aclose()`. When it drops, `next()` reconnects
-(backing off up to 2 s between attempts, for as long as it takes: the caller decides when to give
-up, e.g. on Ctrl-C) and resubscribes by session id with `afterSeq` = the last seq shown.
+The connection belongs to the feed until `aclose()`. When it drops, `next()` reconnects (backing
+off up to 2 s between attempts, for as long as it takes: the caller decides when to give up, e.g.
+on Ctrl-C) and resubscribes by session id with `afterSeq` = the last seq shown.
 """
 
 from __future__ import annotations
@@ -26,14 +26,19 @@ MAX_BACKOFF_S = 2.0
 
 
 class SessionFeed:
-    def __init__(self, ctl: Ctl, *, key: str, cursor: ResumeCursor, client: GatewayClient | None = None) -> None:
+    def __init__(
+        self, ctl: Ctl, *, key: str, cursor: ResumeCursor, client: GatewayClient | None = None
+    ) -> None:
         self.ctl = ctl
         self.key = key
         self.cursor = cursor
         self.client = client
-        self.reconnects = 0
-        self.answer: dict[str, Any] = {}
-        """The latest subscribe answer (`sessionId`, `lastSeq`, `replay`)."""
+
+    async def __aenter__(self) -> SessionFeed:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     async def open(self) -> dict[str, Any]:
         """Connect (unless given a client) and subscribe. Raises CtlError."""
@@ -42,6 +47,7 @@ class SessionFeed:
         return await self._subscribe()
 
     async def aclose(self) -> None:
+        """Close the connection. Idempotent."""
         if self.client is not None:
             await self.client.aclose()
 
@@ -54,7 +60,6 @@ class SessionFeed:
             params["afterSeq"] = self.cursor.last_seq
         answer = await self.ctl.call(self.client, "sessions.events.subscribe", params)
         self.cursor.subscribed(answer)
-        self.answer = answer
         if answer.get("replay") == "compacted":
             self.ctl.out.note("old deltas were pruned on the gateway: a snapshot stands in for them")
         return dict(answer)
@@ -86,7 +91,9 @@ class SessionFeed:
         assert self.client is not None
         await self.client.aclose()
         out = self.ctl.out
-        out.note(f"lost the connection to the gateway; reconnecting to resume after event #{self.cursor.last_seq}")
+        out.note(
+            f"lost the connection to the gateway; reconnecting to resume after event #{self.cursor.last_seq}"
+        )
         delay = 0.1
         with out.waiting(f"reconnecting to {self.ctl.target.url}"):
             while True:
@@ -96,9 +103,8 @@ class SessionFeed:
                     break
                 except CtlError as exc:
                     if exc.exit_code != ExitCode.UNREACHABLE:
-                        raise
-                await self.client.aclose()
+                        raise  # refused credentials, or the session is gone: retrying will not help
+                    await self.client.aclose()  # a connection that dropped again while subscribing
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
-        self.reconnects += 1
         out.note(f"reconnected; resumed after event #{self.cursor.last_seq} (replay: {answer.get('replay')})")

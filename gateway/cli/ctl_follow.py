@@ -77,7 +77,9 @@ def message_text(message: Mapping[str, Any]) -> str:
     if not isinstance(content, list):
         return ""
     return "".join(
-        str(block.get("text", "")) for block in content if isinstance(block, dict) and block.get("type") == "text"
+        str(block.get("text", ""))
+        for block in content
+        if isinstance(block, dict) and block.get("type") == "text"
     )
 
 
@@ -100,9 +102,14 @@ class RunFollower:
         """Whether this native event belongs to the run; records what the outcome needs."""
         run_id = payload.get("runId")
         message = payload.get("message")
-        if name == "session.message.completed" and isinstance(run_id, str) and isinstance(message, dict):
-            if message.get("role") == "user" and self._is_input(message):
-                self.run_ids.add(run_id)
+        if (
+            name == "session.message.completed"
+            and isinstance(run_id, str)
+            and isinstance(message, dict)
+            and message.get("role") == "user"
+            and self._is_input(message)
+        ):
+            self.run_ids.add(run_id)
         if run_id not in self.run_ids:
             return False
         if name == "session.message.completed" and isinstance(message, dict):

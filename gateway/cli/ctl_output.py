@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
@@ -23,16 +24,31 @@ from rich.status import Status
 
 from gateway.cli.ctl_errors import CtlError
 
+PIPE_WIDTH = 160
+"""Line width when writing to a pipe or file (rich would wrap at 80), unless COLUMNS says otherwise."""
+
+
+def _width(stream: TextIO) -> int | None:
+    if os.environ.get("COLUMNS") or (hasattr(stream, "isatty") and stream.isatty()):
+        return None
+    return PIPE_WIDTH
+
 
 class Output:
     def __init__(
-        self, *, json_mode: bool, color: bool = True, stdout: TextIO | None = None, stderr: TextIO | None = None
+        self,
+        *,
+        json_mode: bool,
+        color: bool = True,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
     ) -> None:
         self.json_mode = json_mode
         self._stdout = stdout or sys.stdout
         no_color = not color or json_mode
-        self.out = Console(file=self._stdout, no_color=no_color, highlight=False, soft_wrap=False)
-        self.err = Console(file=stderr or sys.stderr, no_color=not color, highlight=False)
+        self.out = Console(file=self._stdout, no_color=no_color, highlight=False, width=_width(self._stdout))
+        err_file = stderr or sys.stderr
+        self.err = Console(file=err_file, no_color=not color, highlight=False, width=_width(err_file))
         self._status: Status | None = None
 
     # --- results ------------------------------------------------------------------------------

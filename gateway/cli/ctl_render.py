@@ -14,8 +14,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from gateway.cli.ctl_events import clip, compact_json, tokens_and_time
-from gateway.cli.ctl_follow import message_text
+from gateway.cli.ctl_events import compact_json
 
 STATUS_STYLES = {"idle": "green", "running": "bold yellow", "interrupted": "red", "archived": "dim"}
 
@@ -138,7 +137,18 @@ def render_health(console: Console, health: Mapping[str, Any]) -> None:
     for agent in agents:
         mark = " (default)" if agent.get("agentId") == default else ""
         console.print(f"agent {agent.get('agentId')}{mark}: model {agent.get('model') or 'none configured'}")
-    render_channels(console, health.get("channels") or [])
+    render_channels(console, health_channels(health))
+
+
+def health_channels(health: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """`health.channels` is keyed by channel id (OpenClaw's shape), in `channelOrder`."""
+    channels = health.get("channels")
+    if isinstance(channels, list):
+        return [c for c in channels if isinstance(c, dict)]
+    if not isinstance(channels, dict):
+        return []
+    order = health.get("channelOrder") or list(channels)
+    return [{"id": name, **channels[name]} for name in order if isinstance(channels.get(name), dict)]
 
 
 # --- sessions ---------------------------------------------------------------------------------
@@ -151,11 +161,15 @@ def render_session_list(console: Console, answer: Mapping[str, Any]) -> None:
         return
     table = Table("KEY", "LABEL", "KIND", "STATUS", "AGENT", "MODEL", "TOKENS", "UPDATED", "SEQ")
     table.columns[0].overflow = "fold"
+    table.columns[0].min_width = 20
+    table.columns[7].no_wrap = True
     now = int(time.time() * 1000)
     for row in rows:
-        key = row.get("key") or f"(no key) {row.get('sessionId')}"
+        key = (
+            Text(str(row["key"])) if row.get("key") else Text(f"{row.get('sessionId')} (no key)", style="dim")
+        )
         table.add_row(
-            str(key),
+            key,
             _opt(row.get("label")),
             _opt(row.get("kind")),
             status_text(row),
@@ -169,7 +183,7 @@ def render_session_list(console: Console, answer: Mapping[str, Any]) -> None:
     offset = int(answer.get("nextOffset") or 0) - len(rows) if answer.get("hasMore") else None
     total = answer.get("totalCount", len(rows))
     start = (offset if offset is not None else total - len(rows)) + 1
-    footer = f"sessions {start}–{start + len(rows) - 1} of {total}"
+    footer = f"sessions {start} to {start + len(rows) - 1} of {total}"
     if answer.get("hasMore"):
         footer += f"; next page: --offset {answer.get('nextOffset')}"
     console.print(footer, style="dim")
@@ -222,7 +236,9 @@ def render_transcript(console: Console, history: Mapping[str, Any], *, full: boo
     console.print(session_summary(info))
     messages = history.get("messages") or []
     if history.get("hasMore"):
-        console.print(f"(older messages not shown; showing the last {len(messages)}; raise --limit)", style="dim")
+        console.print(
+            f"(older messages not shown; showing the last {len(messages)}; raise --limit)", style="dim"
+        )
     if not messages:
         console.print("no messages yet", style="dim")
     for message in messages:
@@ -272,7 +288,9 @@ def _message_block(message: Mapping[str, Any], *, full: bool) -> Group:
         elif kind == "thinking":
             parts.append(Text(str(block.get("thinking", "")), style="dim italic"))
         elif kind == "toolCall":
-            parts.append(Text(f"→ {block.get('name')} {compact_json(block.get('arguments', {}))}", style="yellow"))
+            parts.append(
+                Text(f"→ {block.get('name')} {compact_json(block.get('arguments', {}))}", style="yellow")
+            )
         elif kind == "image":
             parts.append(Text(f"[image {block.get('mimeType', '')}]", style="dim"))
     if message.get("errorMessage"):
@@ -341,32 +359,3 @@ def render_pairing(console: Console, requests: Sequence[Mapping[str, Any]]) -> N
         )
     console.print(table)
     console.print("approve one with `gatewayctl pairing approve CODE`", style="dim")
-
-
-def render_outcome(console: Console, outcome: Mapping[str, Any]) -> None:
-    """A finished run (for `sessions send --json`-less runs whose events never reached us)."""
-    text = str(outcome.get("text") or "")
-    if text:
-        console.print(escape(text))
-    summary = tokens_and_time(outcome)
-    console.print(f"{outcome.get('status')}" + (f" · {summary}" if summary else ""), style="dim")
-
-
-__all__ = [
-    "ago",
-    "channel_name",
-    "clip",
-    "duration",
-    "message_text",
-    "render_channels",
-    "render_config",
-    "render_health",
-    "render_outcome",
-    "render_pairing",
-    "render_session_list",
-    "render_status",
-    "render_transcript",
-    "render_tree",
-    "session_summary",
-    "size",
-]

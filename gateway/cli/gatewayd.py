@@ -102,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         config = load_config(Path(config_path) if config_path else None, env)
+        if config.bindings:
+            from gateway.channels import validate_bindings
+
+            validate_bindings(config, env)
     except ConfigError as exc:
         print(f"gatewayd: {exc}", file=sys.stderr)
         return 2

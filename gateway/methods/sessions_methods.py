@@ -40,7 +40,11 @@ async def sessions_list(call: Call) -> Any:
         if isinstance(value, str) and value:
             filters[column] = value
     search = call.params.get("search")
-    include_archived = bool(call.params.get("includeArchived", False))
+    # OpenClaw's `archived`: true lists archived sessions only, "all" lists every session.
+    archived = call.params.get("archived")
+    include_archived = bool(call.params.get("includeArchived", False)) or archived == "all"
+    if archived is True:
+        filters["status"] = "archived"
     try:
         records, total = await call.state.store.list_sessions(
             limit=limit,

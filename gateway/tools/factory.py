@@ -21,7 +21,11 @@ audit_log = structlog.get_logger("gateway.audit")
 
 
 def _audit(record: dict[str, Any]) -> None:
-    audit_log.warning("exec mediation", **record)
+    # The record's own `event` (`sandbox.exec_mediation`, `sandbox.path_refused`, ...) names the
+    # log line; passed as a keyword it would collide with structlog's `event` argument, the
+    # audit would raise, and the command would be refused without an audit line.
+    fields = dict(record)
+    audit_log.warning(str(fields.pop("event", "sandbox.audit")), **fields)
 
 
 def make_tools_factory(

@@ -19,12 +19,20 @@ export function renderTranscript(list, transcript, view) {
   const shownInCards = transcript.resultsShownInCards();
   const hiddenResults = new Set(shownInCards.values());
   const items = [];
-  for (const id of transcript.order) {
-    if (hiddenResults.has(id)) continue;
+  const notices = transcript.notices;
+  const noticeItem = (notice) => ({
+    key: notice.key,
+    sig: "notice",
+    build: () => h(`div.notice.notice-${notice.tone}`, { role: "note" }, notice.text),
+  });
+  transcript.order.forEach((id, index) => {
+    for (const notice of notices) if (notice.after === index) items.push(noticeItem(notice));
+    if (hiddenResults.has(id)) return;
     const message = transcript.entries.get(id);
-    if (!message) continue;
+    if (!message) return;
     items.push({ key: id, sig: `${transcript.rev(id)}|${view.canBranch}`, build: () => messageNode(id, message, transcript, shownInCards, view) });
-  }
+  });
+  for (const notice of notices) if (notice.after >= transcript.order.length) items.push(noticeItem(notice));
   for (const partial of transcript.partials.values()) {
     items.push({ key: partial.id, sig: `p${transcript.rev(partial.id)}`, build: () => partialNode(partial, view) });
   }
@@ -278,7 +286,7 @@ function usageLine(message) {
   if (message.stopReason && !["stop", "toolUse", "aborted", "error"].includes(message.stopReason)) {
     parts.push(h("span", `stop: ${message.stopReason}`));
   }
-  return h("footer.msg-meta", parts);
+  return h("footer.msg-meta", parts.flatMap((part, index) => (index ? [h("span.sep", "·"), part] : [part])));
 }
 
 // --- streaming messages ---------------------------------------------------------------------------

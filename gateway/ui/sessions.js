@@ -18,6 +18,14 @@ export function displayName(row) {
   return `session ${String(row.sessionId).slice(0, 8)}`;
 }
 
+/** A shorter name for a node under `parent`: what its key adds to the parent's key. */
+export function treeName(row, parent) {
+  if (row?.label) return row.label;
+  const key = row?.key;
+  if (key && parent?.key && key.startsWith(`${parent.key}:`)) return key.slice(parent.key.length + 1).replaceAll(":", " ");
+  return displayName(row);
+}
+
 export class SessionDirectory {
   constructor() {
     /** session id -> SessionRow */

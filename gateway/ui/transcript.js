@@ -43,7 +43,8 @@ export class Transcript {
     this.statusSeq = 0;
     this.runId = null;
     this.lastRun = null;
-    this.errors = [];
+    /** notes about the session (errors) placed after the `after`-th committed entry */
+    this.notices = [];
     this.hasMore = false;
     this.cursor = null;
     /** key -> revision; a key's node is re-rendered when its revision changes */
@@ -187,7 +188,7 @@ export class Transcript {
         this.statusSeq = seq;
         this.structure += 1;
         break;
-      case "agent.finished":
+      case "agent.finished": {
         this.runId = null;
         this.lastRun = {
           runId: p.runId,
@@ -196,15 +197,29 @@ export class Transcript {
           totalTokens: p.totalTokens,
           durationMs: p.durationMs,
         };
+        // A run that failed before its reply was written has no message to show the error on.
+        const last = this.entries.get(this.order[this.order.length - 1]);
+        const shown = last && last.role === "assistant" && last.errorMessage;
+        if (p.errorMessage && !shown && p.terminationReason !== "aborted") {
+          this._notice(seq, "error", `The run ended with an error: ${p.errorMessage}`);
+        }
         this.structure += 1;
         break;
+      }
       case "error":
-        this.errors = [...this.errors.slice(-4), { code: p.code, message: p.message, seq }];
-        this.structure += 1;
+        this._notice(seq, p.recoverable ? "warn" : "error", p.message || p.code || "error");
         break;
       default:
         break;
     }
+  }
+
+  /** A note shown after the messages committed so far (lives as long as this transcript). */
+  _notice(seq, tone, text) {
+    const key = `notice:${seq}`;
+    const kept = this.notices.filter((notice) => notice.key !== key).slice(-9);
+    this.notices = [...kept, { key, after: this.order.length, tone, text }];
+    this.structure += 1;
   }
 
   _delta(p) {

@@ -2,7 +2,7 @@
 // parent, each with its status and last activity. Rebuilt from the SessionDirectory on change.
 
 import { clear, formatAgo, formatTokens, h } from "./dom.js";
-import { displayName, displayStatus } from "./sessions.js";
+import { displayStatus, treeName } from "./sessions.js";
 
 const KIND_LABELS = { branch: "branch", subagent: "sub-agent", group: "group", channel: "channel", direct: "direct" };
 
@@ -27,11 +27,11 @@ export function renderTree(container, directory, view) {
     return;
   }
   const list = h("ul.tree", { role: "tree", "aria-label": "Sessions" });
-  for (const root of roots) list.append(nodeItem(root, view, visible, 1));
+  for (const root of roots) list.append(nodeItem(root, null, view, visible, 1));
   container.append(list);
 }
 
-function nodeItem(node, view, visible, level) {
+function nodeItem(node, parent, view, visible, level) {
   const row = node.row;
   const status = displayStatus(row);
   const children = node.children.filter(visible);
@@ -60,20 +60,24 @@ function nodeItem(node, view, visible, level) {
       )
     : h("span.tree-toggle.placeholder");
   const title = [row.key || "(no key)", row.sessionId, row.model ? `model ${row.model}` : null].filter(Boolean).join("\n");
-  const activity = status === "running" ? "running" : formatAgo(row.updatedAt);
+  const activity = status === "running" ? "running" : status === "idle" ? formatAgo(row.updatedAt) : status;
+  const facts = [activity];
+  if (row.totalTokens) facts.push(`${formatTokens(row.totalTokens)} tokens`);
   const button = h(
     `button.tree-node${selected ? ".selected" : ""}`,
     { type: "button", title, onclick: () => view.onSelect(row.sessionId) },
     toggle,
     h(`span.status-dot.status-${status}`, { "aria-label": status, title: status }),
-    h("span.tree-name", displayName(row)),
-    kind ? h(`span.tree-kind.kind-${row.kind}`, kind) : null,
-    h("span.tree-activity", { title: `${formatTokens(row.totalTokens)} tokens` }, activity),
+    h(
+      "span.tree-text",
+      h("span.tree-line", h("span.tree-name", treeName(row, parent)), kind ? h(`span.tree-kind.kind-${row.kind}`, kind) : null),
+      h("span.tree-activity", facts.join(" · ")),
+    ),
   );
   item.append(button);
   if (children.length && !collapsed) {
     const group = h("ul.tree-group", { role: "group" });
-    for (const child of children) group.append(nodeItem(child, view, visible, level + 1));
+    for (const child of children) group.append(nodeItem(child, row, view, visible, level + 1));
     item.append(group);
   }
   return item;

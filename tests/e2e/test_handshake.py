@@ -27,6 +27,9 @@ CONFIG = """
 [gateway]
 handshake_timeout_s = 1.0
 allowed_origins = ["https://dash.example.com"]
+max_payload = 131072
+request_rate_per_s = 10
+request_burst = 10
 """
 
 
@@ -150,7 +153,8 @@ async def test_replaying_the_real_cli_gets_answers_shaped_like_openclaw(gw: Daem
             assert ours["sessions"], "the session chat.send created is listed"
             problems += shape_problems(ours["sessions"][0], theirs["sessions"][0], ROW_KEYS, "row")
         if method == "chat.history":
-            problems += shape_problems(ours["sessionInfo"], theirs["sessionInfo"], ROW_KEYS, "sessionInfo")
+            info_keys = [k for k in ROW_KEYS if k not in ("inputTokens", "outputTokens")]
+            problems += shape_problems(ours["sessionInfo"], theirs["sessionInfo"], info_keys, "sessionInfo")
             user = ours["messages"][0]
             problems += shape_problems(user, theirs["messages"][0], ["role", "timestamp"], "message")
             assert user["role"] == "user" and user["idempotencyKey"].startswith("idem-1")
@@ -286,4 +290,37 @@ async def test_pipelined_requests_after_connect_are_all_answered(gw: Daemon) -> 
                 assert frame["ok"], frame
                 ids.add(frame["id"])
     assert ids == {"c", "p0", "p1", "p2", "p3", "p4"}
+    await raw.aclose()
+
+
+async def test_oversize_frame_after_connect_closes_1009(gw: Daemon) -> None:
+    raw = await Raw.open(gw.url)
+    hello = await raw.handshake(connect_params(gw.token))
+    assert hello["payload"]["policy"]["maxPayload"] == 131072
+    # Under the limit is fine (the pre-connect limit no longer applies) ...
+    big = {"sessionKey": MAIN, "message": "x" * 100_000, "idempotencyKey": "big-ok"}
+    assert (await raw.request("chat.send", big))["ok"] is True
+    # ... over it closes the connection.
+    await raw.send({"type": "req", "id": "big", "method": "health", "params": {"pad": "x" * 140_000}})
+    assert (await raw.closed())[0] == 1009
+
+
+async def test_requests_over_the_rate_limit_are_refused_retryably(gw: Daemon) -> None:
+    raw = await Raw.open(gw.url)
+    await raw.handshake(connect_params(gw.token))
+    for n in range(30):
+        await raw.send({"type": "req", "id": f"q{n}", "method": "health", "params": {}})
+    answers = {}
+    async with asyncio.timeout(10):
+        while len(answers) < 30:
+            frame = await raw.recv()
+            if frame["type"] == "res":
+                answers[frame["id"]] = frame
+    refused = [a for a in answers.values() if not a["ok"]]
+    assert 10 <= 30 - len(refused) <= 14
+    for answer in refused:
+        assert answer["error"]["code"] == "UNAVAILABLE"
+        assert answer["error"]["retryable"] is True and answer["error"]["retryAfterMs"] > 0
+    await asyncio.sleep(max(a["error"]["retryAfterMs"] for a in refused[:1]) / 1000 + 0.1)
+    assert (await raw.request("health"))["ok"] is True
     await raw.aclose()

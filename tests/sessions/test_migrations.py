@@ -20,7 +20,19 @@ from sessions.errors import StoreError
 from sessions.schema import metadata
 from sessions.store import NewEntry, Store
 
-TABLES = {"sessions", "session_keys", "entries", "events", "runs", "inputs"}
+TABLES = {
+    "sessions",
+    "session_keys",
+    "entries",
+    "events",
+    "runs",
+    "inputs",
+    "channel_dedupe",
+    "channel_outbox",
+    "channel_pairing_requests",
+    "channel_pairing_approvals",
+    "channel_cursors",
+}
 
 
 @contextmanager
@@ -58,7 +70,7 @@ async def test_fresh_database_is_upgraded_to_head(store: Store) -> None:
     async with store.database.read() as conn:
         revision = await conn.run_sync(runner.current_revision)
         tables = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
-    assert revision == runner.head_revision() == "0001"
+    assert revision == runner.head_revision() == "0002"
     assert tables == TABLES | {"alembic_version"}
 
 

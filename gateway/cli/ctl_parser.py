@@ -1,0 +1,291 @@
+"""The command line of `gatewayctl`: every command, its options and its `--help`.
+
+Connection and output options (`--url`, `--token`, `--password`, `--json`, `--timeout`,
+`--no-color`) are accepted before or after the command (`gatewayctl --json status` and
+`gatewayctl status --json` are the same). Each leaf command sets `handler`, an
+`async (ctl, args) -> exit code`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, NoReturn
+
+from gateway import __version__
+from gateway.cli import ctl_sessions as sessions
+from gateway.cli import ctl_system as system
+from gateway.cli.ctl_errors import ExitCode
+
+EXIT_CODES = """\
+exit codes:
+  0  ok
+  1  the call failed (the gateway answered with an error, or the run ended in error or aborted)
+  2  bad usage (unknown command or option, invalid --params JSON, invalid config file)
+  3  cannot reach the gateway (nothing listening, handshake failed, connection lost)
+  4  the gateway refused the credentials (or the token lacks the scope the method needs)
+"""
+
+ENVIRONMENT = """\
+environment:
+  GATEWAY_URL        the gateway to talk to (like --url)
+  GATEWAY_TOKEN      its token (like --token); GATEWAY_PASSWORD for password auth
+  GATEWAY_HOME       state directory of the local gateway (default ~/.gateway): its token file
+  GATEWAY_CONFIG     config file of the local gateway ([gateway] host, port, token)
+  GATEWAY_HOST       address of the local gateway (default 127.0.0.1)
+  GATEWAY_PORT       port of the local gateway (default 18789)
+  NO_COLOR           no colours, even on a terminal
+"""
+
+KEY_HELP = "session key, e.g. agent:main:main"
+SESSION_KINDS = ("main", "direct", "group", "channel", "branch", "subagent", "custom")
+SESSION_STATUSES = ("idle", "running", "interrupted", "archived")
+QUEUE_MODES = ("steer", "followup", "collect", "interrupt")
+
+
+class CtlParser(argparse.ArgumentParser):
+    """Usage errors in one line that says where to look, exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return value
+
+
+def _count(low: int, high: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}")
+        return value
+
+    return parse
+
+
+def _common() -> argparse.ArgumentParser:
+    # SUPPRESS: an option given before the command is not reset by the subcommand's default.
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("connection and output")
+    group.add_argument(
+        "--url", default=argparse.SUPPRESS, help="gateway URL, e.g. ws://host:18789/ (default: the local one)"
+    )
+    group.add_argument("--token", default=argparse.SUPPRESS, help="auth token (default: found locally)")
+    group.add_argument("--password", default=argparse.SUPPRESS, help="auth password, for password auth")
+    group.add_argument(
+        "--json",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="print one JSON document (JSON lines for `sessions tail`), no colour",
+    )
+    group.add_argument(
+        "--timeout",
+        type=_positive,
+        default=argparse.SUPPRESS,
+        metavar="SECONDS",
+        help="wait at most this long to connect and for each answer (default 30)",
+    )
+    group.add_argument("--no-color", action="store_true", default=argparse.SUPPRESS, help="no colours")
+    return common
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.common = _common()
+
+    def group(self, parent: Any, name: str, help_text: str) -> Any:
+        parser = parent.add_parser(name, help=help_text, description=help_text, parents=[self.common])
+        return parser.add_subparsers(dest=f"{name}_command", metavar="COMMAND", required=True)
+
+    def leaf(self, parent: Any, name: str, help_text: str, handler: Any, epilog: str = "") -> CtlParser:
+        parser: CtlParser = parent.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=(epilog + "\n\n" if epilog else "") + EXIT_CODES,
+            parents=[self.common],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        parser.set_defaults(handler=handler)
+        return parser
+
+
+def build_parser() -> CtlParser:
+    builder = _Builder()
+    parser = CtlParser(
+        prog="gatewayctl",
+        description="Administer an agent gateway over its WebSocket protocol. Without --url it talks "
+        "to the local gatewayd and finds its token by itself.",
+        epilog=EXIT_CODES + "\n" + ENVIRONMENT + "\nRun `gatewayctl COMMAND --help` for a command's options.",
+        parents=[builder.common],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"gatewayctl {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    builder.leaf(
+        commands,
+        "status",
+        "version, uptime, connections, sessions, runs, queues, channels, database",
+        system.status,
+    )
+    builder.leaf(
+        commands, "health", "whether the gateway is healthy (exit 1 when it says it is not)", system.health
+    )
+    _sessions(builder, commands)
+    channels = builder.group(commands, "channels", "chat channels (Discord, Slack)")
+    builder.leaf(
+        channels,
+        "status",
+        "each channel's state and the time since its last inbound event",
+        system.channels_status,
+    )
+    _config(builder, commands)
+    _pairing(builder, commands)
+    call = builder.leaf(
+        commands,
+        "call",
+        "call any method and print its answer as JSON",
+        system.call,
+        epilog="examples:\n  gatewayctl call health\n"
+        '  gatewayctl call sessions.describe --params \'{"key": "agent:main:main"}\'\n'
+        '  gatewayctl call agent --expect-final --params \'{"message": "hi", "idempotencyKey": "k1"}\'',
+    )
+    call.add_argument("method", metavar="METHOD", help="method name, e.g. sessions.list")
+    call.add_argument("--params", metavar="JSON", help="params as a JSON object (- reads stdin)")
+    call.add_argument(
+        "--expect-final",
+        action="store_true",
+        help="wait for the final answer of a method that answers twice (agent)",
+    )
+    return parser
+
+
+def _sessions(builder: _Builder, commands: Any) -> None:
+    group = builder.group(commands, "sessions", "list, inspect, drive and change sessions")
+    listing = builder.leaf(
+        group, "list", "list sessions, most recently updated first", sessions.sessions_list
+    )
+    listing.add_argument("--agent", metavar="ID", help="only this agent's sessions")
+    listing.add_argument("--kind", choices=SESSION_KINDS, help="only sessions of this kind")
+    listing.add_argument("--status", choices=SESSION_STATUSES, help="only sessions in this state")
+    listing.add_argument("--search", metavar="TEXT", help="part of a key, label, session id or agent id")
+    listing.add_argument("--all", action="store_true", help="include archived sessions")
+    listing.add_argument(
+        "--limit", type=_count(1, 1000), default=50, metavar="N", help="page size (default 50)"
+    )
+    listing.add_argument(
+        "--offset", type=_count(0, 10_000_000), default=0, metavar="N", help="skip N sessions"
+    )
+
+    tree = builder.leaf(
+        group, "tree", "the tree of branches and sub-agents that holds a session", sessions.sessions_tree
+    )
+    tree.add_argument("key", metavar="KEY", help=KEY_HELP)
+
+    show = builder.leaf(
+        group,
+        "show",
+        "a session's transcript: messages, tool calls and results, usage",
+        sessions.sessions_show,
+    )
+    show.add_argument("key", metavar="KEY", help=KEY_HELP)
+    show.add_argument(
+        "--limit", type=_count(1, 1000), default=200, metavar="N", help="last N messages (default 200)"
+    )
+    show.add_argument("--full", action="store_true", help="do not shorten long tool results")
+
+    new = builder.leaf(group, "new", "create a session", sessions.sessions_new)
+    new.add_argument(
+        "key", metavar="KEY", nargs="?", help="its key (default: a new agent:<agent>:session:<id>)"
+    )
+    new.add_argument("--agent", metavar="ID", help="the agent (default: the default agent)")
+    new.add_argument("--label", help="a label to show")
+    new.add_argument("--model", metavar="PROVIDER/MODEL", help="a model other than the agent's")
+
+    send = builder.leaf(
+        group,
+        "send",
+        "send a message and stream the reply until the run ends",
+        sessions.sessions_send,
+        epilog="The reply's text goes to stdout as it streams; tool calls and the outcome go to stderr.\n"
+        "A new KEY creates the session. Exit 1 when the run ends in error or is aborted.",
+    )
+    send.add_argument("key", metavar="KEY", help=KEY_HELP)
+    send.add_argument("message", metavar="MESSAGE", help="the message (- reads stdin)")
+    send.add_argument("--no-wait", action="store_true", help="print the run id and return at once")
+    send.add_argument("--queue-mode", choices=QUEUE_MODES, help="what to do when a run is in flight")
+
+    tail = builder.leaf(
+        group,
+        "tail",
+        "follow a session's events; reconnects and resumes without losing or repeating any",
+        sessions.sessions_tail,
+        epilog='Ctrl-C stops (exit 0). With --json every event is one line of JSON: {"event", "payload"}.',
+    )
+    tail.add_argument("key", metavar="KEY", help=KEY_HELP)
+    tail.add_argument(
+        "--from",
+        dest="from_seq",
+        type=_count(0, 2**62),
+        metavar="SEQ",
+        help="first replay the events after sequence number SEQ (0: all); default: new events only",
+    )
+    tail.add_argument(
+        "--until-idle", action="store_true", help="exit when a run ends (the session goes idle)"
+    )
+
+    for name, help_text, handler in (
+        ("abort", "abort the run in flight", sessions.sessions_abort),
+        ("reset", "point KEY at a new, empty session (the old one is archived)", sessions.sessions_reset),
+        ("compact", "summarise the older history to free context", sessions.sessions_compact),
+    ):
+        builder.leaf(group, name, help_text, handler).add_argument("key", metavar="KEY", help=KEY_HELP)
+
+    branch = builder.leaf(
+        group, "branch", "start a branch: a child session that forks the history", sessions.sessions_branch
+    )
+    branch.add_argument("key", metavar="KEY", help=KEY_HELP)
+    branch.add_argument(
+        "--at", metavar="ENTRY", help="fork after this entry id (see `sessions show`); default: the last"
+    )
+    branch.add_argument(
+        "--key", dest="new_key", metavar="NEWKEY", help="the branch's key (default: KEY:branch:<id>)"
+    )
+    branch.add_argument("--label", help="a label for the branch")
+
+    switch = builder.leaf(
+        group, "switch", "point KEY at another session (a branch, an older session)", sessions.sessions_switch
+    )
+    switch.add_argument("key", metavar="KEY", help=KEY_HELP)
+    switch.add_argument("session_id", metavar="SESSION_ID", help="the session KEY should name from now on")
+
+    rm = builder.leaf(group, "rm", "delete a session", sessions.sessions_rm)
+    rm.add_argument("key", metavar="KEY", help=KEY_HELP)
+    rm.add_argument("--cascade", action="store_true", help="also delete its branches and sub-agents")
+
+
+def _config(builder: _Builder, commands: Any) -> None:
+    group = builder.group(commands, "config", "the gateway's configuration")
+    show = builder.leaf(group, "show", "the configuration in effect (secrets masked)", system.config_show)
+    show.add_argument("key", metavar="KEY", nargs="?", help="only this dotted key, e.g. gateway.port")
+    builder.leaf(group, "reload", "re-read the config file without a restart", system.config_reload)
+
+
+def _pairing(builder: _Builder, commands: Any) -> None:
+    group = builder.group(commands, "pairing", "direct-message senders waiting for approval")
+    builder.leaf(group, "list", "pending pairing requests", system.pairing_list)
+    approve = builder.leaf(
+        group, "approve", "let the sender with this code talk to the agent", system.pairing_approve
+    )
+    approve.add_argument("code", metavar="CODE", help="the code the sender was given")

@@ -1,0 +1,133 @@
+"""Tools that misbehave, run through the daemon by the faux model: one that hangs, one that prints
+gigabytes, one that forks a child and exits. Each runs under both confinements the daemon offers:
+bubblewrap (agent `main`, sandbox mode `auto`, when bwrap works here) and the confined subprocess
+(agent `confined`, mode `subprocess`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gateway.sandbox import bwrap_available
+from tests.daemon import Daemon, start_daemon
+from tests.reliability._support import (
+    RssSampler,
+    connected,
+    event_log,
+    processes_with,
+    tool_message,
+    wait_until,
+)
+
+SANDBOX_TIMEOUT_S = 1.5
+KILL_GRACE_S = 2.0  # the runners' SIGTERM -> SIGKILL grace
+AGENTS = """
+[[agents]]
+id = "main"
+
+[[agents]]
+id = "confined"
+sandbox_mode = "subprocess"
+"""
+MODES = [
+    pytest.param(
+        "main",
+        id="bwrap",
+        marks=pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run on this machine"),
+    ),
+    pytest.param("confined", id="subprocess"),
+]
+
+
+def _daemon(factory: pytest.TempPathFactory, name: str, sandbox: str) -> Iterator[Daemon]:
+    daemon = start_daemon(factory.mktemp(name), config=f"[sandbox]\n{sandbox}\n{AGENTS}")
+    try:
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+@pytest.fixture(scope="module")
+def short_timeout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    yield from _daemon(tmp_path_factory, "tools-timeout", f"timeout_s = {SANDBOX_TIMEOUT_S}")
+
+
+@pytest.fixture(scope="module")
+def long_timeout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    yield from _daemon(tmp_path_factory, "tools-output", "timeout_s = 90\noutput_cap_bytes = 65536")
+
+
+async def _tool_run(daemon: Daemon, key: str, args: dict[str, Any], *, wait_s: float = 30) -> dict[str, Any]:
+    """Run `bash` with `args` in session `key`; returns the outcome with the tool's end event."""
+    async with connected(daemon) as client:
+        sent = await client.call(
+            "chat.send", {"sessionKey": key, "message": tool_message("bash", args), "idempotencyKey": key}
+        )
+        assert sent["status"] == "started", sent
+        outcome: dict[str, Any] = await client.call(
+            "agent.wait", {"runId": key, "timeoutMs": int(wait_s * 1000)}, timeout=wait_s + 10
+        )
+        row = await client.call("sessions.describe", {"key": key})
+    assert outcome["status"] == "ok" and outcome["terminationReason"] == "no_tool_calls", outcome
+    assert row["status"] == "idle", row
+    log = await event_log(daemon, key)
+    (finished,) = [e for e in log if e["name"] == "tool.finished"]
+    outcome["_tool"] = finished
+    return outcome
+
+
+@pytest.mark.parametrize("agent", MODES)
+async def test_tool_that_hangs_is_killed_at_the_sandbox_timeout(short_timeout: Daemon, agent: str) -> None:
+    marker = f"sleep 307.{len(agent)}"
+    started = time.monotonic()
+    # The model asks for ten minutes; the sandbox's cap wins.
+    outcome = await _tool_run(short_timeout, f"agent:{agent}:hang", {"command": marker, "timeout": 600})
+    elapsed = time.monotonic() - started
+    tool = outcome["_tool"]
+    assert tool["isError"], tool
+    assert f"timed out after {SANDBOX_TIMEOUT_S:g} seconds" in tool["result"]["content"][0]["text"], tool
+    assert SANDBOX_TIMEOUT_S * 1000 <= tool["durationMs"] < (SANDBOX_TIMEOUT_S + KILL_GRACE_S + 1) * 1000, tool
+    assert elapsed < SANDBOX_TIMEOUT_S + KILL_GRACE_S + 5, elapsed
+    assert not processes_with(marker), "the hung command survived its timeout"
+
+
+@pytest.mark.parametrize("agent", MODES)
+async def test_tool_that_forks_a_child_and_exits_leaves_no_stray_process(short_timeout: Daemon, agent: str) -> None:
+    marker = f"sleep 317.{len(agent)}"
+    started = time.monotonic()
+    outcome = await _tool_run(short_timeout, f"agent:{agent}:fork", {"command": f"({marker} &) ; echo done"})
+    tool = outcome["_tool"]
+    assert not tool["isError"] and tool["result"]["content"][0]["text"] == "done", tool
+    # The orphaned child held the output pipe open; the tool still returned at once.
+    assert time.monotonic() - started < 5
+    assert tool["durationMs"] < 2000, tool
+    assert not processes_with(marker), "a backgrounded child outlived the tool call"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", MODES)
+async def test_tool_printing_gigabytes_keeps_output_capped_and_daemon_memory_flat(
+    long_timeout: Daemon, agent: str
+) -> None:
+    total = 2_000_000_000
+    key = f"agent:{agent}:firehose"
+    async with connected(long_timeout) as client:
+        size_before = (await client.call("status"))["database"]["sizeBytes"]
+    async with RssSampler(long_timeout) as rss:
+        outcome = await _tool_run(long_timeout, key, {"command": f"yes | head -c {total}"}, wait_s=80)
+    tool = outcome["_tool"]
+    assert not tool["isError"], tool
+    details = tool["result"]["details"]
+    assert details["totalBytes"] == total, "the command did not run to the end"
+    text = tool["result"]["content"][0]["text"]
+    assert len(text.encode()) <= 65536 and "[Output truncated" in text, text[-300:]
+    grew = (rss.peak - rss.baseline) / 2**20
+    assert grew < 64, f"daemon RSS rose by {grew:.1f} MiB while the tool printed {total / 2**30:.1f} GiB"
+    async with connected(long_timeout) as client:
+        size_after = (await client.call("status"))["database"]["sizeBytes"]
+    assert size_after - size_before < 8 * 2**20, "the tool's output flooded the event log"
+    await wait_until(lambda: not processes_with(f"head -c {total}"), timeout=5, what="the pipeline to end")
+
