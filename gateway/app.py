@@ -93,12 +93,14 @@ class Gateway:
         self._tick: asyncio.Task[None] | None = None
         self._stopping = False
         self.channels: Any = None
+        self.start_error: Exception | None = None
+        """Why `start` failed (for the command line to report)."""
 
     async def start(self) -> GatewayState:
         config = self.config
         home = config.home
         home.mkdir(parents=True, exist_ok=True)
-        store = await Store.open(config.database_url)
+        store = await Store.open(config.database_url, busy_timeout_ms=config.database.busy_timeout_ms)
         hub = Hub()
         bridge = Bridge(hub)
         directory = Directory(config)
@@ -134,6 +136,7 @@ class Gateway:
             await self.channels.start()
         state.ready = True
         self._tick = asyncio.create_task(state.tick_loop(), name="tick")
+        state.loop_lag.start()
         return state
 
     def _build_channels(self, state: GatewayState) -> None:
@@ -180,13 +183,15 @@ class Gateway:
         state.stopping = True
         state.announce_shutdown(reason)
         log.info("stopping", grace_s=self.config.gateway.shutdown_grace_s, runs=state.manager.running_count())
-        if self.channels is not None:
-            self.channels.stop_inbound()
-        await state.manager.aclose()
-        if self.channels is not None:
-            with contextlib.suppress(Exception):
-                await self.channels.stop()
-        await state.close_connections()
+        try:
+            if self.channels is not None:
+                self.channels.stop_inbound()
+            await state.manager.aclose()
+            if self.channels is not None:
+                with contextlib.suppress(Exception):
+                    await self.channels.stop()
+        finally:
+            await state.close_connections()
 
     async def stop(self) -> None:
         await self.drain()
@@ -195,6 +200,7 @@ class Gateway:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._tick
         if self.state is not None:
+            await self.state.loop_lag.aclose()
             await self.state.bridge.aclose()
             await self.state.cancel_tasks()
             await self.state.store.aclose()
@@ -215,7 +221,11 @@ def create_app(gateway: Gateway) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         started = time.perf_counter()
-        await gateway.start()
+        try:
+            await gateway.start()
+        except Exception as exc:
+            gateway.start_error = exc
+            raise
         log.info("gateway ready", startup_ms=int((time.perf_counter() - started) * 1000))
         try:
             yield

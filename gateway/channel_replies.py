@@ -212,7 +212,7 @@ class ReplyFeed:
                 return
             if event.name == "agent.finished":
                 self._finished(run, event.data)
-            elif run.text.apply(event.name, event.data):
+            elif run.text.apply(event.name, event.data) and run.owners:
                 self._mark_dirty(run_id)
         except Exception:
             log.exception("reply feed failed on an event", event_name=event.name, run_id=run_id)
@@ -239,7 +239,8 @@ class ReplyFeed:
         reason = data.get("terminationReason")
         run.kind = reply_kind(reason if isinstance(reason, str) else None)
         self._dirty.pop(run.run_id, None)
-        self._deliver(run, ReplyEvent(run_id=run.run_id, kind=run.kind, text=run.text.text))
+        if run.owners:
+            self._deliver(run, ReplyEvent(run_id=run.run_id, kind=run.kind, text=run.text.text))
         if run.resolved:
             self._runs.pop(run.run_id, None)
 
@@ -259,8 +260,11 @@ class ReplyFeed:
         dirty, self._dirty = self._dirty, {}
         for run_id in dirty:
             run = self._runs.get(run_id)
-            if run is not None and run.kind == "delta" and run.text.text:
-                self._deliver(run, ReplyEvent(run_id=run_id, kind="delta", text=run.text.text))
+            if run is None or run.kind != "delta" or not run.owners:
+                continue
+            text = run.text.text
+            if text:
+                self._deliver(run, ReplyEvent(run_id=run_id, kind="delta", text=text))
 
     def _deliver(self, run: _Run, event: ReplyEvent) -> None:
         for owner in list(run.owners.values()):

@@ -34,13 +34,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 import structlog
-from pydantic import ValidationError
 from starlette.routing import Route, Router
 
 from agent_core import AgentTool
 from bindings import (
     BindingConfigError,
-    BindingsConfig,
     ConnectionState,
     DiscordAccountConfig,
     DiscordBinding,
@@ -52,15 +50,14 @@ from bindings import (
     ReplyListener,
     ReplyRelay,
     ReplyRoute,
-    SlackAccountConfig,
     SlackBinding,
     SubmitResult,
 )
-from bindings.discord import load_public_key
+from gateway.channel_config import enabled_accounts, source_name, validate_bindings
 from gateway.channel_replies import Owner, ReplyFeed
 from gateway.channel_resume import settle_outbox
 from gateway.channel_store import ChannelStore
-from gateway.config import DEFAULTS_SOURCE, GatewayConfig
+from gateway.config import GatewayConfig
 from gateway.errors import ConfigError, ConfigProblem
 from sessions.errors import SessionsError, StoreUnavailable
 from sessions.records import SessionRecord
@@ -101,79 +98,6 @@ class _Binding(Protocol):
     def tools_for(self, session_key: str) -> list[AgentTool]: ...
 
 
-def bindings_config(config: GatewayConfig) -> BindingsConfig:
-    """`config.bindings` validated. Raises `ConfigError` naming each bad key and the file."""
-    try:
-        return BindingsConfig.model_validate(config.bindings)
-    except ValidationError as exc:
-        source = _source_name(config)
-        problems = [
-            ConfigProblem(source, _dotted(("bindings", *error["loc"])), _message(error))
-            for error in exc.errors(include_url=False)
-        ]
-        raise ConfigError(problems) from None
-
-
-def validate_bindings(config: GatewayConfig, env: Mapping[str, str] | None = None) -> BindingsConfig:
-    """`bindings_config`, plus a check that every enabled account's secrets are set in `env`
-    (default: the process environment), so that `gatewayd` refuses a bad table before it
-    starts. Raises `ConfigError`."""
-    settings = bindings_config(config)
-    problems = []
-    for platform, account_id, cfg in _accounts(settings):
-        try:
-            for secret in _secrets(cfg):
-                secret(env)
-        except BindingConfigError as exc:
-            problems.append(
-                ConfigProblem(_source_name(config), f"bindings.{platform}.{account_id}", str(exc))
-            )
-    if problems:
-        raise ConfigError(problems)
-    return settings
-
-
-def _accounts(
-    settings: BindingsConfig,
-) -> list[tuple[str, str, DiscordAccountConfig | SlackAccountConfig]]:
-    """The enabled accounts, Discord first."""
-    accounts: list[tuple[str, str, DiscordAccountConfig | SlackAccountConfig]] = [
-        *(("discord", account, cfg) for account, cfg in settings.discord.items()),
-        *(("slack", account, cfg) for account, cfg in settings.slack.items()),
-    ]
-    return [entry for entry in accounts if entry[2].enabled]
-
-
-def _secrets(
-    cfg: DiscordAccountConfig | SlackAccountConfig,
-) -> list[Callable[[Mapping[str, str] | None], object]]:
-    """The secret readers an account's mode needs (each raises `BindingConfigError`)."""
-    if isinstance(cfg, DiscordAccountConfig):
-        if cfg.mode == "interactions":
-            discord = cfg
-
-            def public_key(env: Mapping[str, str] | None) -> object:
-                return load_public_key(discord.public_key(env))
-
-            return [cfg.bot_token, public_key]
-        return [cfg.bot_token]
-    return [cfg.bot_token, cfg.app_token if cfg.mode == "socket" else cfg.signing_secret]
-
-
-def _source_name(config: GatewayConfig) -> str:
-    return str(config.source_path) if config.source_path is not None else DEFAULTS_SOURCE
-
-
-def _dotted(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(part) for part in loc)
-
-
-def _message(error: Any) -> str:
-    if error["type"] == "extra_forbidden":
-        return "unknown key"
-    return str(error["msg"]).removeprefix("Value error, ")
-
-
 class Channels:
     """The configured bindings, their host, and what the daemon asks of them.
 
@@ -186,7 +110,7 @@ class Channels:
     ) -> None:
         self._state = state
         self._settings = validate_bindings(config, env)
-        self._source = _source_name(config)
+        self._source = source_name(config)
         self.store = ChannelStore(state.store.database)
         self.feed = ReplyFeed(fallback=self._fallback)
         self._reported: dict[str, tuple[str, float | None]] = {}
@@ -205,7 +129,7 @@ class Channels:
     # -- construction ------------------------------------------------------------------------
 
     def _build(self, env: Mapping[str, str] | None) -> None:
-        for platform, account_id, cfg in _accounts(self._settings):
+        for platform, account_id, cfg in enabled_accounts(self._settings):
             binding_id = f"{platform}:{account_id}"
             host = _Host(self, binding_id)
             try:
@@ -301,8 +225,8 @@ class Channels:
         while True:
             try:
                 removed = await self.store.sweep()
-            except SessionsError as exc:
-                log.warning("channel sweep failed", error=str(exc))
+            except Exception:  # the next sweep tries again
+                log.exception("channel sweep failed")
             else:
                 if removed:
                     log.debug("channel rows swept", removed=removed)
@@ -312,7 +236,12 @@ class Channels:
         """Owners of runs nobody claimed, from the input that started each run."""
         while True:
             run_id = await self.feed.lookups.get()
-            self.feed.resolve(run_id, await self._owners_from_ledger(run_id))
+            try:
+                owners = await self._owners_from_ledger(run_id)
+            except Exception:  # one bad ledger row must not stop the lookups
+                log.exception("owner lookup failed", run_id=run_id)
+                owners = []
+            self.feed.resolve(run_id, owners)
 
     async def _owners_from_ledger(self, run_id: str) -> list[Owner]:
         for attempt in range(SUBMIT_ATTEMPTS):
@@ -360,38 +289,41 @@ class Channels:
         return self._accepting
 
     async def submit(self, binding_id: str, inbound: InboundMessage) -> SubmitResult:
-        """The host's `submit` for `binding_id` (see the module docstring)."""
-        if not self._accepting:
-            return SubmitResult(status="rejected", reason="the gateway is stopping")
-        manager = self._state.manager
-        key = inbound.idempotency_key
-        for attempt in range(SUBMIT_ATTEMPTS):
-            try:
-                existing = await manager.store.get_input(key)
-                if existing is not None:
-                    return SubmitResult(status="duplicate", run_id=existing.run_id)
-                session = await manager.ensure_session(
-                    inbound.session_key,
-                    agent_id=inbound.agent_id,
-                    kind=_session_kind(inbound),
-                    origin=_origin(binding_id, inbound),
-                )
-                result = await manager.submit(
-                    session=session,
-                    message=inbound.text,
-                    idempotency_key=key,
-                    queue_mode=inbound.queue_mode,
-                    source=_source(binding_id, inbound),
-                )
+        """The host's `submit` for `binding_id` (see the module docstring). A busy database or
+        a full session lane is retried a few times; then, and for anything the session manager
+        refuses, the answer is `rejected` with the reason."""
+        for attempt in range(1, SUBMIT_ATTEMPTS + 1):
+            if not self._accepting:
                 break
+            try:
+                return await self._submit_once(binding_id, inbound)
             except StoreUnavailable as exc:
-                if attempt + 1 == SUBMIT_ATTEMPTS or not self._accepting:
+                if attempt == SUBMIT_ATTEMPTS:
                     return SubmitResult(status="rejected", reason=str(exc))
                 await asyncio.sleep((exc.retry_after_ms or 500) / 1000)
             except SessionsError as exc:
                 return SubmitResult(status="rejected", reason=str(exc))
-        else:  # pragma: no cover - the loop always breaks or returns
-            return SubmitResult(status="rejected", reason="not submitted")
+        return SubmitResult(status="rejected", reason="the gateway is stopping")
+
+    async def _submit_once(self, binding_id: str, inbound: InboundMessage) -> SubmitResult:
+        manager = self._state.manager
+        key = inbound.idempotency_key
+        existing = await manager.store.get_input(key)
+        if existing is not None:
+            return SubmitResult(status="duplicate", run_id=existing.run_id)
+        session = await manager.ensure_session(
+            inbound.session_key,
+            agent_id=inbound.agent_id,
+            kind=_session_kind(inbound),
+            origin=_origin(binding_id, inbound),
+        )
+        result = await manager.submit(
+            session=session,
+            message=inbound.text,
+            idempotency_key=key,
+            queue_mode=inbound.queue_mode,
+            source=_source(binding_id, inbound),
+        )
         if result.status != "started":
             return SubmitResult(status="duplicate", run_id=result.run_id)
         self._remember_binding(inbound.session_key, binding_id)
@@ -588,4 +520,4 @@ def _pairing_row(request: PairingRequest) -> dict[str, Any]:
     }
 
 
-__all__ = ["Channels", "bindings_config", "validate_bindings"]
+__all__ = ["Channels", "validate_bindings"]

@@ -194,6 +194,10 @@ class GatewayClient:
         for fut in list(self._pending.values()) + list(self._second.values()):
             if not fut.done():
                 fut.set_exception(exc)
+        # A final answer nobody awaits (the caller may ignore `_final`) is not an error to log.
+        for fut in self._second.values():
+            if not fut.cancelled():
+                fut.exception()
         self._pending.clear()
         self._second.clear()
 
@@ -206,7 +210,7 @@ class GatewayClient:
                 if kind == "res":
                     rid = str(frame.get("id"))
                     fut = self._pending.pop(rid, None)
-                    if fut is None:
+                    if fut is None or fut.done():
                         fut = self._second.pop(rid, None)
                     if fut is not None and not fut.done():
                         fut.set_result(frame)
@@ -244,8 +248,15 @@ class GatewayClient:
         if self._ws is None or self.closed.is_set():
             raise ConnectError("not connected")
         rid = f"r{next(self._ids)}"
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[dict[str, Any]] = loop.create_future()
         self._pending[rid] = fut
+        # `agent` may answer twice on one id, and the final answer of a quick run can arrive
+        # before this coroutine resumes after the first: be ready for it before sending.
+        second: asyncio.Future[dict[str, Any]] | None = None
+        if method == "agent":
+            second = loop.create_future()
+            self._second[rid] = second
         frame: dict[str, Any] = {"type": "req", "id": rid, "method": method}
         if params is not None:
             frame["params"] = params
@@ -254,15 +265,16 @@ class GatewayClient:
             response = await asyncio.wait_for(asyncio.shield(fut), timeout=timeout)
         except TimeoutError:
             self._pending.pop(rid, None)
+            self._second.pop(rid, None)
             raise
         if (
-            method == "agent"
+            second is not None
             and response.get("ok")
             and (response.get("payload") or {}).get("status") == "accepted"
         ):
-            second: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-            self._second[rid] = second
             response["_final"] = second
+        else:
+            self._second.pop(rid, None)
         return response
 
     async def call(self, method: str, params: Any = None, *, timeout: float | None = 60.0) -> Any:

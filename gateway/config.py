@@ -120,6 +120,9 @@ class LoggingSection(_Section):
 class DatabaseSection(_Section):
     url: str | None = None
     """SQLAlchemy URL; unset means SQLite at `<home>/gateway.db`."""
+    busy_timeout_ms: Positive = 5_000
+    """SQLite: how long a statement waits for another process's lock on the database file before
+    the request fails with a retryable UNAVAILABLE."""
 
 
 class RunsSection(_Section):

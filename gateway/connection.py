@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import struct
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -66,8 +68,16 @@ class _Transport:
             self.abort()
 
     def abort(self) -> None:
-        if self._raw is not None:
-            self._raw.abort()
+        """Drop the connection with a TCP reset. A plain close would leave the kernel sending
+        what is still queued (up to the socket's send buffer, several MB) to a peer that does
+        not read, holding that memory for minutes in FIN-WAIT-1 after we let go of the socket."""
+        if self._raw is None:
+            return
+        sock = self._raw.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self._raw.abort()
 
 
 class RateLimiter:

@@ -91,6 +91,7 @@ class Outlet:
     close_code: int | None = None
     """Why the hub closed the connection (1008 slow consumer, ...); None while open."""
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _sending: bool = False
     _writer: asyncio.Task[None] | None = None
     _closer: asyncio.Task[None] | None = None
     on_close: Callable[[int, str], Coroutine[Any, Any, None]] | None = None
@@ -148,9 +149,11 @@ class Outlet:
             self._closer = asyncio.create_task(self.on_close(code, reason), name=f"close-{self.conn_id}")
 
     async def drain(self, timeout: float = 2.0) -> None:
-        """Wait until the buffer is written (or `timeout`)."""
-        end = asyncio.get_running_loop().time() + timeout
-        while self.queue and not self.closed and asyncio.get_running_loop().time() < end:  # noqa: ASYNC110
+        """Wait until everything queued has been handed to the socket, the frame being sent
+        included (or `timeout`). Call before closing, so the last frames go out before the close."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while (self.queue or self._sending) and not self.closed and loop.time() < end:  # noqa: ASYNC110
             await asyncio.sleep(0.01)
 
     async def aclose(self) -> None:
@@ -176,7 +179,11 @@ class Outlet:
                     continue
                 text = self.queue.popleft()
                 self.buffered -= len(text)
-                await self.transport.send_text(text)
+                self._sending = True
+                try:
+                    await self.transport.send_text(text)
+                finally:
+                    self._sending = False
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -21,6 +21,7 @@ from gateway import __version__
 from gateway.auth import FailureLimiter, check_origin
 from gateway.bridge import Bridge
 from gateway.hub import Hub, Outlet, encode_event
+from gateway.loop_lag import LagProbe
 from gateway.protocol import frames, handshake
 from gateway.protocol.methods import EVENTS, METHODS
 from gateway.rows import session_row
@@ -73,6 +74,8 @@ class GatewayState:
     _tasks: set[asyncio.Future[Any]] = field(default_factory=set)
     _presence: dict[str, dict[str, Any]] = field(default_factory=dict)
     _auth_limits: tuple[int, float, float] | None = field(default=None, init=False)
+    loop_lag: LagProbe = field(default_factory=LagProbe)
+    """Event-loop lag, started and closed by the app with the tick task."""
 
     def __post_init__(self) -> None:
         self.set_limits(self.limits)
@@ -231,6 +234,7 @@ class GatewayState:
 
     async def status_snapshot(self) -> dict[str, Any]:
         records, total = await self.store.list_sessions(limit=5)
+        lag = self.loop_lag.snapshot()  # `eventLoopLagMs`: p99 of the last minute
         return {
             "runtimeVersion": __version__,
             "version": __version__,
@@ -241,6 +245,8 @@ class GatewayState:
             "slowConsumersClosed": self.hub.slow_consumers,
             "liveSessions": self.manager.live_count(),
             "runsInFlight": self.manager.running_count(),
+            "eventLoopLagMs": lag["p99Ms"],
+            "eventLoopLag": lag,
             "runSlots": {"active": self.manager.limiter.active, "waiting": self.manager.limiter.waiting},
             "queueDepths": self.manager.queue_depths(),
             "journalPending": self.manager.journal.pending,
@@ -265,27 +271,13 @@ class GatewayState:
         return url
 
     def channels_status(self) -> list[dict[str, Any]]:
-        """Each channel as its binding reports it, plus `lastInboundAgoMs`: milliseconds since the
-        last inbound frame, computed here from `lastInboundAt` (Unix ms) so that a client on
-        another clock reads the right age; null until the first frame."""
         if self.channels is None:
             return []
         try:
-            reported = list(self.channels.status())
+            return list(self.channels.status())
         except Exception:
             log.exception("channel status failed")
             return []
-        now = _now()
-        rows = []
-        for entry in reported:
-            row = dict(entry)
-            last = row.get("lastInboundAt")
-            ago = None
-            if isinstance(last, int | float) and not isinstance(last, bool):
-                ago = max(0, now - int(last))
-            row["lastInboundAgoMs"] = ago
-            rows.append(row)
-        return rows
 
     def redacted_config(self) -> dict[str, Any]:
         return self.config_view

@@ -210,7 +210,7 @@ class Journal:
                 try:
                     self._publisher.publish(event)
                 except Exception:  # a subscriber must never stop the journal
-                    log.exception("publishing a session event failed", event=event.name)
+                    log.exception("publishing a session event failed", event_name=event.name)
             if self._on_committed is not None and item.session_id:
                 try:
                     self._on_committed([item])

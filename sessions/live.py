@@ -396,11 +396,13 @@ class RunDriver:
             return
         await self._store_closing([last])
 
-    async def _store_closing(self, messages: list[AgentMessage]) -> None:
+    async def _store_closing(self, messages: list[AgentMessage], *, last_id: str | None = None) -> None:
+        """Store messages the loop never completed; `last_id` names the last one (the message a
+        client saw start streaming)."""
         run = self.run
         entries, drafts = [], []
-        for message in messages:
-            entry_id = new_id()
+        for index, message in enumerate(messages):
+            entry_id = last_id if last_id is not None and index == len(messages) - 1 else new_id()
             entries.append(NewEntry(kind="message", payload=message.dump(), id=entry_id))
             drafts.append(Draft("message.completed", {"messageId": entry_id, "message": message.dump()}))
             self._completed(message)
@@ -460,7 +462,7 @@ class RunDriver:
         )
         text = _error_text(run, _termination_reason(run), self._settings) or STREAM_ABORTED_TEXT
         closing = cut_off_messages(orphans, run.partial_text, ref, text)
-        await self._store_closing(closing)
+        await self._store_closing(closing, last_id=run.partial_message_id)
 
 
 def _termination_reason(run: RunState) -> str:

@@ -459,11 +459,13 @@ class SessionManager:
         task.add_done_callback(self._tasks.discard)
 
     async def _run_task(self, live: LiveSession, run: RunState, after: RunState | None) -> None:
+        failed = False
         try:
             if after is not None:
                 await after.finished.wait()
             await self.lanes.lane(live.session_id).run(lambda: self._execute(live, run))
         except Exception as exc:
+            failed = True
             log.exception("a run failed outside the agent", run_id=run.run_id)
             if run.phase is RunPhase.PENDING:
                 await self._settle(run.input_keys, "rejected", reason=f"the run could not start: {exc}")
@@ -483,6 +485,14 @@ class SessionManager:
                 live.run = None
             live.last_used = time.monotonic()
             self._after_run(live)
+            if (
+                failed
+                and self._live.get(live.session_id) is live
+                and self._evictable(live, self.lanes.depths())
+            ):
+                # Events the store refused leave the seq counter ahead of the log; the next
+                # use reloads it from the database.
+                del self._live[live.session_id]
 
     def _after_run(self, live: LiveSession) -> None:
         """Messages still queued in the agent (a steer that came too late, follow-ups after an

@@ -70,6 +70,10 @@ _INTERACTION_REPLIES: dict[Outcome, str] = {
 }
 
 
+INTERACTION_MAX_AGE_S = 300.0
+"""How far an interaction's signed timestamp may be from our clock (as Slack's Events API)."""
+
+
 class DiscordBinding:
     """A Discord bot account. Use `async with DiscordBinding(...)` or `start()` / `aclose()`.
 
@@ -337,7 +341,9 @@ class DiscordBinding:
         """The signed Interactions endpoint (mode `interactions`), to mount on the daemon."""
         if self._public_key is None:
             raise BindingConfigError('the Interactions endpoint needs mode = "interactions"')
-        return InteractionsEndpoint(self._public_key, self._on_interaction)
+        # A signed request replayed later than the five minutes would otherwise be accepted once
+        # its dedupe row expired (DEDUPE_TTL_S) and run its command again.
+        return InteractionsEndpoint(self._public_key, self._on_interaction, max_age_s=INTERACTION_MAX_AGE_S)
 
     async def _on_interaction(self, interaction: dict[str, Any]) -> dict[str, Any]:
         self._status.frame_received()

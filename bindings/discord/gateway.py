@@ -217,7 +217,7 @@ class DiscordGatewayProtocol:
         try:
             payload = json.loads(text)
             op = Op(int(payload["op"]))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             raise GatewayProtocolError(f"not a gateway payload: {str(text)[:120]!r}") from exc
         data = payload.get("d")
         if op is Op.HELLO:
@@ -295,17 +295,20 @@ class DiscordGatewayProtocol:
         if name == "READY":
             if not isinstance(data, dict) or "session_id" not in data:
                 raise GatewayProtocolError("READY without a session id")
+            user = data.get("user")
+            if not isinstance(user, dict) or "id" not in user:
+                raise GatewayProtocolError("READY without a user id")
             self.machine.transition(ConnectionState.READY, expected=(ConnectionState.CONNECTING,))
             self.session_id = str(data["session_id"])
             self.resume_url = str(data.get("resume_gateway_url") or self.gateway_url or "")
             self._connected()
-            app = data.get("application") or {}
+            app = data.get("application")
             return [
                 Ready(
                     session_id=self.session_id,
-                    user_id=str(data["user"]["id"]),
+                    user_id=str(user["id"]),
                     resume_url=self.resume_url,
-                    application_id=str(app["id"]) if "id" in app else None,
+                    application_id=str(app["id"]) if isinstance(app, dict) and "id" in app else None,
                 )
             ]
         if name == "RESUMED":

@@ -102,7 +102,7 @@ class SocketModeProtocol:
     def receive(self, text: str | bytes, now: float) -> list[SocketEvent]:
         try:
             frame = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise GatewayProtocolError(f"not a Socket Mode frame: {str(text)[:120]!r}") from exc
         if not isinstance(frame, dict):
             raise GatewayProtocolError("Socket Mode frame is not an object")
@@ -115,8 +115,7 @@ class SocketModeProtocol:
             )
             self._got_hello = True
             self._hello_deadline = None
-            connection_info = frame.get("num_connections")
-            return [Hello(num_connections=int(connection_info) if connection_info is not None else None)]
+            return [Hello(num_connections=_as_int(frame.get("num_connections")))]
         if kind == "disconnect":
             reason = str(frame.get("reason") or "unknown")
             if reason == "link_disabled":
@@ -135,7 +134,7 @@ class SocketModeProtocol:
             envelope_id=envelope_id,
             type=str(frame.get("type", "")),
             payload=payload if isinstance(payload, dict) else {},
-            retry_attempt=int(frame.get("retry_attempt") or 0),
+            retry_attempt=_as_int(frame.get("retry_attempt")) or 0,
             retry_reason=frame.get("retry_reason"),
             accepts_response_payload=bool(frame.get("accepts_response_payload")),
         )
@@ -153,3 +152,18 @@ class SocketModeProtocol:
 
     def close_requested(self) -> CloseRequest | None:
         return self._close
+
+
+def _as_int(value: Any) -> int | None:
+    """A number field of a frame; a value of another type counts as absent (Slack sends numbers,
+    and a malformed field must not take the connection down)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None

@@ -100,26 +100,25 @@ def render_status(console: Console, status: Mapping[str, Any], url: str) -> None
     render_channels(console, status.get("channels") or [])
 
 
-def channel_name(entry: Mapping[str, Any]) -> str:
-    for name in ("id", "name", "bindingId"):
-        if entry.get(name):
-            return str(entry[name])
-    parts = [entry.get(k) for k in ("platform", "channel", "accountId")]
-    return ":".join(str(p) for p in parts if p) or "?"
-
-
 def render_channels(console: Console, channels: Sequence[Mapping[str, Any]]) -> None:
+    """One row per binding as `channels.status` reports it (gateway/channels.py)."""
     if not channels:
         console.print("channels: none configured", style="dim")
         return
-    table = Table("CHANNEL", "STATE", "LAST INBOUND", "NOTE", title="channels", title_justify="left")
+    table = Table("CHANNEL", "MODE", "STATE", "LAST INBOUND", "QUEUED", "REPLYING", title="channels")
+    table.title_justify = "left"
     for entry in channels:
-        state = str(entry.get("state") or entry.get("status") or "?")
-        style = "green" if state in ("ready", "connected") else ("red" if state == "closed" else "yellow")
-        age = entry.get("lastInboundAgoMs")
-        last = duration(age) + " ago" if isinstance(age, int | float) else "never"
-        note = entry.get("error") or entry.get("lastError") or ""
-        table.add_row(channel_name(entry), Text(state, style=style), last, str(note))
+        state = str(entry.get("state") or "?")
+        style = {"ready": "green", "closed": "red"}.get(state, "yellow")
+        age = entry.get("secondsSinceLastInbound")
+        table.add_row(
+            str(entry.get("id") or f"{entry.get('channel')}:{entry.get('accountId')}"),
+            _opt(entry.get("mode")),
+            Text(state, style=style),
+            duration(age * 1000) + " ago" if isinstance(age, int | float) else "never",
+            _opt(entry.get("inboundQueue")),
+            _opt(entry.get("replyStreams")),
+        )
     console.print(table)
 
 
@@ -352,10 +351,10 @@ def render_pairing(console: Console, requests: Sequence[Mapping[str, Any]]) -> N
         sender_id = request.get("senderId") or ""
         table.add_row(
             Text(str(request.get("code")), style="bold"),
-            _opt(request.get("platform") or request.get("channel")),
+            _opt(request.get("channel")),
             _opt(request.get("accountId")),
             f"{sender} ({sender_id})" if sender else str(sender_id),
-            ago(request.get("createdAtMs") or request.get("createdAt")),
+            ago(request.get("createdAt")),
         )
     console.print(table)
     console.print("approve one with `gatewayctl pairing approve CODE`", style="dim")

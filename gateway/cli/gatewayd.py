@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(Path(config_path) if config_path else None, env)
         if config.bindings:
-            from gateway.channels import validate_bindings
+            from gateway.channel_config import validate_bindings
 
             validate_bindings(config, env)
     except ConfigError as exc:
@@ -188,7 +188,9 @@ async def _serve(
     if serving.done():
         with contextlib.suppress(BaseException):
             await serving
-        print("gatewayd: could not start; see the log above", file=sys.stderr)
+        reason = gateway.start_error
+        detail = f": {reason}" if reason is not None else "; see the log above"
+        print(f"gatewayd: could not start{detail}", file=sys.stderr)
         return 1
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host

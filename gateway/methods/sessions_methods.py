@@ -3,6 +3,7 @@ subscriptions and the resume call."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -327,31 +328,38 @@ async def sessions_events_subscribe(call: Call) -> Any:
         raise invalid(call.method, "afterSeq must be a non-negative integer")
     outlet = call.conn.outlet
     store = call.state.store
-    # Hold live events for this session while we read the log, so none is lost or repeated.
-    outlet.held[record.id] = []
+    # Hold live events for this session while we read the log, so none is lost or repeated. The
+    # list is this subscription's: a later subscribe or unsubscribe replaces or removes it.
+    held: list[Any] = []
+    outlet.held[record.id] = held
     outlet.event_sessions[record.id] = after if after is not None else 0
+    first_page: list[Any] = []
     try:
         last_seq = await store.last_seq(record.id)
         if after is None:
             after = last_seq
             outlet.event_sessions[record.id] = last_seq
             replay = "none"
-            replayed: list[Any] = []
             snapshot = None
         else:
             pruned = await store.pruned_seq(record.id)
-            replayed = await _read_range(store, record.id, after, last_seq)
             if pruned > after:
                 replay = "compacted"
-                snapshot = _snapshot(record, replayed, last_seq, call)
-                replayed = []
+                events = await _read_range(store, record.id, after, last_seq)
+                snapshot = _snapshot(record, events, last_seq, call)
             else:
                 replay = "exact"
                 snapshot = None
-    except SessionsError as exc:
-        outlet.held.pop(record.id, None)
-        outlet.event_sessions.pop(record.id, None)
-        raise from_sessions_error(exc) from exc
+                if after < last_seq:
+                    first_page = await store.read_events(record.id, after_seq=after, limit=REPLAY_PAGE)
+    except BaseException as exc:
+        # No subscription half made: held live events would pile up for a replay never sent.
+        if outlet.held.get(record.id) is held:
+            outlet.held.pop(record.id, None)
+            outlet.event_sessions.pop(record.id, None)
+        if isinstance(exc, SessionsError):
+            raise from_sessions_error(exc) from exc
+        raise
     answer = {
         "subscribed": True,
         "sessionId": record.id,
@@ -359,27 +367,78 @@ async def sessions_events_subscribe(call: Call) -> Any:
         "lastSeq": last_seq,
         "replay": replay,
     }
+    start = after
 
     def deliver() -> None:
         from gateway.hub import encode_event
 
-        bridge = call.state.bridge
-        delivered = after or 0
         if snapshot is not None:
             outlet.send_event(encode_event("session.snapshot", snapshot))
-            delivered = last_seq
-        for event in replayed:
-            outlet.send_event(bridge.native_frame_from_record(record, event))
-            delivered = event.seq
-        held = outlet.held.pop(record.id, [])
-        for seq, frame in held:
-            if seq > delivered:
-                outlet.send_event(frame)
-                delivered = seq
-        outlet.event_sessions[record.id] = max(delivered, outlet.event_sessions.get(record.id, 0))
+            _go_live(outlet, record.id, held, last_seq)
+        elif start >= last_seq:
+            _go_live(outlet, record.id, held, start)
+        else:
+            task = asyncio.ensure_future(_replay(call, record, held, start, last_seq, page=first_page))
+            call.state.track(task)
 
     call.after_response = deliver
     return answer
+
+
+REPLAY_PAGE = 500
+"""Stored events read (and held in memory) at a time by a resume replay."""
+
+
+def _go_live(outlet: Any, session_id: str, held: list[Any], delivered: int) -> None:
+    """End a replay: send the live events held meanwhile that it did not cover, then let live
+    events through. Does nothing when a newer subscribe or an unsubscribe took over."""
+    if outlet.held.get(session_id) is not held:
+        return
+    del outlet.held[session_id]
+    for seq, frame in held:
+        if seq > delivered:
+            outlet.send_event(frame)
+            delivered = seq
+    outlet.event_sessions[session_id] = max(delivered, outlet.event_sessions.get(session_id, 0))
+
+
+async def _replay(
+    call: Call, record: SessionRecord, held: list[Any], after: int, last_seq: int, *, page: list[Any]
+) -> None:
+    """Send the stored events in (`after`, `last_seq`] page by page, each one only when the
+    connection's buffer has room for it, so a backlog larger than `max_buffered_bytes` is paced
+    by the client's reading rather than dropped or closed as a slow consumer. A client that stops
+    reading during the replay is closed as a slow consumer once the live events held for it
+    outgrow its buffer. Lives until the replay ends or the subscription or connection does."""
+    outlet, store, bridge = call.conn.outlet, call.state.store, call.state.bridge
+    delivered = after
+    try:
+        while delivered < last_seq:
+            if not page:
+                page = await store.read_events(record.id, after_seq=delivered, limit=REPLAY_PAGE)
+                if not page:
+                    break
+            for event in page:
+                if event.seq > last_seq:
+                    break
+                frame = bridge.native_frame_from_record(record, event)
+                while outlet.queue and outlet.buffered + frame.size > outlet.max_buffered_bytes:
+                    if outlet.closed or outlet.held.get(record.id) is not held:
+                        return
+                    if sum(f.size for _, f in held) > outlet.max_buffered_bytes:
+                        outlet.kill(1008, "slow consumer")
+                        return
+                    await asyncio.sleep(0.005)
+                if outlet.closed or outlet.held.get(record.id) is not held:
+                    return
+                outlet.send_event(frame)
+                delivered = event.seq
+            page = []
+    except SessionsError:
+        # The answer promised an exact replay; a gap is not allowed, so make the client resume.
+        outlet.kill(1013, "replay failed; resume again")
+        return
+    _go_live(outlet, record.id, held, delivered)
 
 
 async def _read_range(store: Any, session_id: str, after: int, until: int) -> list[Any]:

@@ -4,55 +4,23 @@
 //
 // `window.gatewayDashboard` is this App, for poking at the state from the browser console.
 
+import { forgetCredentials, readCredentials, refusalText, saveCredentials } from "./auth.js";
 import { ConnectionLost, GatewayConnection } from "./connection.js";
-import { formatCost, formatDuration, formatNumber, formatTokens, h } from "./dom.js";
+import { prompt, toast } from "./dialogs.js";
+import { formatCost, formatTokens } from "./dom.js";
 import { SessionFeed } from "./feed.js";
 import { Outbox } from "./outbox.js";
 import { renderTranscript, resetTranscriptView } from "./render.js";
 import { SessionDirectory, displayName, displayStatus } from "./sessions.js";
+import { renderConnection } from "./status.js";
 import { renderTree } from "./tree.js";
 
 const DASHBOARD_VERSION = "0.1.0";
-const CREDENTIALS_KEY = "gateway.dashboard.credentials";
 const STATUS_EVERY_MS = 5_000;
 const LIST_PAGE = 200;
 const LIST_MAX = 2_000;
 
 const $ = (id) => document.getElementById(id);
-
-// --- credentials (localStorage: one entry, this origin only) --------------------------------------
-
-function readCredentials() {
-  const fragment = new URLSearchParams(location.hash.replace(/^#/, "").split("/").find((part) => part.includes("=")) || "");
-  const fromLink = fragment.get("token");
-  if (fromLink) {
-    saveCredentials({ kind: "token", secret: fromLink });
-    history.replaceState(null, "", location.pathname + location.search);
-  }
-  try {
-    const stored = JSON.parse(localStorage.getItem(CREDENTIALS_KEY) || "null");
-    if (stored && typeof stored.secret === "string" && stored.secret) return stored;
-  } catch {
-    // unreadable: ask again
-  }
-  return null;
-}
-
-function saveCredentials(credentials) {
-  try {
-    localStorage.setItem(CREDENTIALS_KEY, JSON.stringify(credentials));
-  } catch {
-    // storage disabled: the credential lives as long as the page
-  }
-}
-
-function forgetCredentials() {
-  try {
-    localStorage.removeItem(CREDENTIALS_KEY);
-  } catch {
-    // nothing stored
-  }
-}
 
 // --- the app --------------------------------------------------------------------------------------
 
@@ -65,7 +33,7 @@ class App {
     this.selected = this._sessionFromHash();
     this.filter = "";
     this.collapsed = new Set();
-    this.openDetails = new Set();
+    this.openDetails = new Map();
     this.status = null;
     this.statusAt = 0;
     this._statusTimer = null;
@@ -127,10 +95,11 @@ class App {
     this._statusTimer = setInterval(() => this.refreshStatus(), STATUS_EVERY_MS);
     this.refreshStatus();
     try {
+      const since = this.directory.stamp;
       const subscribed = await this.connection.request("sessions.subscribe", {});
-      await this.loadList(subscribed?.list);
+      await this.loadList(subscribed?.list, since);
     } catch (error) {
-      if (!(error instanceof ConnectionLost)) this.toast(`Could not list sessions: ${error.message}`, "error");
+      if (!(error instanceof ConnectionLost)) toast(`Could not list sessions: ${error.message}`, "error");
       return;
     }
     if (this.selected && !this.directory.get(this.selected)) await this.loadTree(this.selected);
@@ -147,7 +116,7 @@ class App {
     this.schedule();
   }
 
-  async loadList(first) {
+  async loadList(first, since = this.directory.stamp) {
     const rows = [];
     let page = first;
     let offset = 0;
@@ -158,7 +127,7 @@ class App {
       offset = page.nextOffset;
       page = await this.connection.request("sessions.list", { limit: LIST_PAGE, offset });
     }
-    this.directory.replaceAll(rows);
+    this.directory.replaceAll(rows, since);
   }
 
   async loadTree(sessionId) {
@@ -168,7 +137,7 @@ class App {
       this.schedule();
     } catch (error) {
       if (error?.code === "NOT_FOUND" && sessionId === this.selected) {
-        this.toast("That session no longer exists.", "error");
+        toast("That session no longer exists.", "error");
         this.selected = null;
         this.feed?.close();
         this.feed = null;
@@ -230,7 +199,7 @@ class App {
       return;
     }
     if (name === "shutdown") {
-      this.toast(`The gateway is stopping (${payload.reason || "shutdown"}); the dashboard reconnects when it is back.`, "warn");
+      toast(`The gateway is stopping (${payload.reason || "shutdown"}); the dashboard reconnects when it is back.`, "warn");
     }
   }
 
@@ -239,20 +208,11 @@ class App {
   askForCredentials(error) {
     const dialog = $("auth-dialog");
     const message = $("auth-error");
-    const detail = error?.detail || "";
-    let text = "";
-    if (detail === "AUTH_TOKEN_MISMATCH") text = "The gateway refused this token. Check it and try again.";
-    else if (detail === "AUTH_PASSWORD_MISMATCH") text = "The gateway refused this password.";
-    else if (detail === "AUTH_TOKEN_MISSING") text = "This gateway needs an access token.";
-    else if (detail === "AUTH_PASSWORD_MISSING") text = "This gateway uses a password, not a token.";
-    else if (detail === "AUTH_RATE_LIMITED") {
-      const wait = error?.retryAfterMs ? ` Try again in ${formatDuration(error.retryAfterMs)}.` : "";
-      text = `Too many refused attempts from this address.${wait}`;
-    } else if (error) text = error.message || "The gateway refused the connection.";
+    const text = refusalText(error);
     message.textContent = text;
     message.hidden = !text;
-    const usePassword = detail.startsWith("AUTH_PASSWORD") || this.credentials?.kind === "password";
-    $("auth-use-password").checked = usePassword;
+    const detail = error?.detail || "";
+    $("auth-use-password").checked = detail.startsWith("AUTH_PASSWORD") || this.credentials?.kind === "password";
     this.updateAuthLabels();
     $("auth-secret").value = "";
     if (!dialog.open) dialog.showModal();
@@ -308,7 +268,7 @@ class App {
       sessionId,
       keyOf: () => this.directory.get(sessionId)?.key || null,
       onChange: () => this.schedule(),
-      onError: (error, what) => this.toast(`Live view (${what}): ${error.message}`, "error"),
+      onError: (error, what) => toast(`Live view (${what}): ${error.message}`, "error"),
     });
     document.body.classList.remove("drawer-open");
     $("sidebar-toggle").setAttribute("aria-expanded", "false");
@@ -330,7 +290,7 @@ class App {
       return await this.connection.request(method, params);
     } catch (error) {
       const reason = error instanceof ConnectionLost ? "not connected to the gateway" : error.message;
-      this.toast(`${what}: ${reason}`, "error");
+      toast(`${what}: ${reason}`, "error");
       return null;
     }
   }
@@ -342,7 +302,7 @@ class App {
     const row = this.currentRow();
     if (!text.trim() || !row) return;
     if (!row.key) {
-      this.toast("This session has no key to send to. Point a key at it with “Switch key…”.", "warn");
+      toast("This session has no key to send to. Point a key at it with “Switch key…”.", "warn");
       return;
     }
     const running = this.feed?.transcript.running;
@@ -361,7 +321,7 @@ class App {
     const row = this.currentRow();
     if (!row) return;
     const answer = await this.call("chat.abort", { sessionKey: row.key || row.sessionId, sessionId: row.sessionId }, "Could not stop the run");
-    if (answer && !answer.aborted) this.toast("Nothing was running.", "info");
+    if (answer && !answer.aborted) toast("Nothing was running.", "info");
   }
 
   async branch(entryId) {
@@ -372,7 +332,7 @@ class App {
     const answer = await this.call("sessions.branch", params, "Could not branch");
     if (!answer?.session) return;
     this.directory.upsert(answer.session);
-    this.toast(`New branch ${displayName(answer.session)}`, "ok");
+    toast(`New branch ${displayName(answer.session)}`, "ok");
     this.select(answer.session.sessionId);
   }
 
@@ -381,7 +341,7 @@ class App {
     if (!row) return;
     const root = this.directory.rootOf(row.sessionId);
     const suggestion = root && root.sessionId !== row.sessionId && root.key ? root.key : row.key || "";
-    const values = await this.prompt({
+    const values = await prompt({
       title: "Point a key at this session",
       text: "Messages sent to the key (from the dashboard, gatewayctl or a channel) will go to this session from now on. The session the key pointed at stays as it is.",
       fields: [{ name: "key", label: "Session key", value: suggestion, required: true }],
@@ -391,7 +351,7 @@ class App {
     const answer = await this.call("sessions.switch", { key: values.key, sessionId: row.sessionId }, "Could not switch the key");
     if (!answer?.session) return;
     this.directory.upsert(answer.session);
-    this.toast(`${values.key} now points at this session`, "ok");
+    toast(`${values.key} now points at this session`, "ok");
     this.schedule();
   }
 
@@ -404,16 +364,16 @@ class App {
       typeof answer.tokensBefore === "number" && typeof answer.tokensAfter === "number"
         ? ` (${formatTokens(answer.tokensBefore)} → ${formatTokens(answer.tokensAfter)} tokens)`
         : "";
-    this.toast(`Compacted${saved}`, "ok");
+    toast(`Compacted${saved}`, "ok");
   }
 
   async reset() {
     const row = this.currentRow();
     if (!row?.key) {
-      this.toast("Only a session that has a key can be reset.", "warn");
+      toast("Only a session that has a key can be reset.", "warn");
       return;
     }
-    const values = await this.prompt({
+    const values = await prompt({
       title: "Reset this session?",
       text: `${row.key} will point at a new, empty session. The current one is kept and stays in the tree.`,
       fields: [],
@@ -428,7 +388,7 @@ class App {
   }
 
   async newSession() {
-    const values = await this.prompt({
+    const values = await prompt({
       title: "New session",
       text: "Leave the key empty to get a fresh one.",
       fields: [
@@ -446,55 +406,6 @@ class App {
     this.directory.upsert(answer.session);
     this.select(answer.session.sessionId);
     $("composer-input").focus();
-  }
-
-  /** A small modal form; resolves with the field values, or null when cancelled. */
-  prompt({ title, text, fields, ok, danger = false }) {
-    const dialog = $("prompt-dialog");
-    $("prompt-title").textContent = title;
-    $("prompt-text").textContent = text || "";
-    const holder = $("prompt-fields");
-    holder.replaceChildren(
-      ...fields.map((field) =>
-        h(
-          "label.field",
-          h("span", field.label),
-          h("input", { name: field.name, value: field.value || "", placeholder: field.placeholder || "", required: field.required || false, spellcheck: "false" }),
-        ),
-      ),
-    );
-    const okButton = $("prompt-ok");
-    okButton.textContent = ok;
-    okButton.className = danger ? "danger" : "primary";
-    return new Promise((resolve) => {
-      const done = (value) => {
-        dialog.removeEventListener("close", onClose);
-        $("prompt-form").removeEventListener("submit", onSubmit);
-        $("prompt-cancel").removeEventListener("click", onCancel);
-        if (dialog.open) dialog.close();
-        resolve(value);
-      };
-      const onSubmit = (event) => {
-        event.preventDefault();
-        const values = {};
-        for (const input of holder.querySelectorAll("input")) values[input.name] = input.value.trim();
-        done(values);
-      };
-      const onCancel = () => done(null);
-      const onClose = () => done(null);
-      $("prompt-form").addEventListener("submit", onSubmit);
-      $("prompt-cancel").addEventListener("click", onCancel);
-      dialog.addEventListener("close", onClose);
-      dialog.showModal();
-      (holder.querySelector("input") || okButton).focus();
-    });
-  }
-
-  toast(text, tone = "info") {
-    const node = h(`div.toast.toast-${tone}`, text);
-    $("toasts").append(node);
-    setTimeout(() => node.classList.add("leaving"), 5_000);
-    setTimeout(() => node.remove(), 5_600);
   }
 
   // --- page ---------------------------------------------------------------------------------------
@@ -528,7 +439,7 @@ class App {
     $("action-reset").addEventListener("click", () => this.reset());
     $("load-older-button").addEventListener("click", () => {
       this._stickToBottom = false;
-      this.feed?.loadOlder().catch((error) => this.toast(`Could not load earlier messages: ${error.message}`, "error"));
+      this.feed?.loadOlder().catch((error) => toast(`Could not load earlier messages: ${error.message}`, "error"));
     });
     const scroller = $("transcript-scroll");
     scroller.addEventListener("scroll", () => {
@@ -641,58 +552,7 @@ class App {
   }
 
   renderStatus() {
-    const state = this.connection.state();
-    const dot = $("link-dot");
-    const text = $("link-text");
-    const facts = $("gateway-facts");
-    const banner = $("banner");
-    let label = "";
-    let tone = state.phase;
-    switch (state.phase) {
-      case "ready":
-        label = "Connected";
-        break;
-      case "connecting":
-      case "handshaking":
-        label = state.attempt ? "Reconnecting…" : "Connecting…";
-        tone = "connecting";
-        break;
-      case "reconnecting":
-        label = "Reconnecting…";
-        break;
-      case "auth":
-        label = "Not signed in";
-        break;
-      case "stopped":
-        label = state.error?.detail === "PROTOCOL_MISMATCH" ? "Incompatible gateway" : "Disconnected";
-        break;
-      default:
-        label = this.credentials ? "Starting…" : "Not signed in";
-    }
-    dot.className = `status-dot status-${tone}`;
-    text.textContent = label;
-    if (state.phase === "ready" && this.status) {
-      const s = this.status;
-      const uptime = typeof s.uptimeMs === "number" ? s.uptimeMs + (Date.now() - this.statusAt) : null;
-      const parts = [];
-      if (s.version) parts.push(`gatewayd ${s.version}`);
-      if (uptime !== null) parts.push(`up ${formatDuration(uptime)}`);
-      if (typeof s.connections === "number") parts.push(`${formatNumber(s.connections)} connection${s.connections === 1 ? "" : "s"}`);
-      if (typeof s.runsInFlight === "number") parts.push(`${formatNumber(s.runsInFlight)} run${s.runsInFlight === 1 ? "" : "s"} active`);
-      if (s.sessions && typeof s.sessions.count === "number") parts.push(`${formatNumber(s.sessions.count)} sessions`);
-      facts.textContent = parts.join(" · ");
-    } else {
-      facts.textContent = "";
-    }
-    const showBanner = state.phase === "reconnecting" || ((state.phase === "connecting" || state.phase === "handshaking") && state.attempt > 0);
-    banner.hidden = !showBanner;
-    if (showBanner) {
-      const wait = Math.max(0, Math.ceil((state.retryAt - Date.now()) / 1000));
-      const why = state.shutdown ? "The gateway is restarting" : "Connection lost";
-      const next = state.phase === "reconnecting" ? (wait ? ` next attempt in ${wait} s` : " trying now") : " trying now";
-      $("banner-text").textContent = `${why} — reconnecting…${next}. Nothing is lost: the view resumes where it stopped.`;
-    }
-    document.body.dataset.connection = state.phase;
+    renderConnection(this.connection.state(), this.status, this.statusAt, Boolean(this.credentials));
   }
 }
 

@@ -83,6 +83,8 @@ export class GatewayConnection {
     this._onOnline = () => {
       if (this.phase === "reconnecting") this.retryNow();
     };
+    // Offline, the socket is as good as dead, and its close event may not come for a long time.
+    this._onOffline = () => this._abandon("offline");
   }
 
   get ready() {
@@ -102,12 +104,14 @@ export class GatewayConnection {
 
   start() {
     window.addEventListener("online", this._onOnline);
+    window.addEventListener("offline", this._onOffline);
     this._open();
   }
 
   /** Close for good (no reconnect). */
   stop() {
     window.removeEventListener("online", this._onOnline);
+    window.removeEventListener("offline", this._onOffline);
     clearTimeout(this._retryTimer);
     this._setPhase("stopped");
     this._teardown("stopped");
@@ -120,9 +124,16 @@ export class GatewayConnection {
     this._open();
   }
 
-  /** Close the socket as a network failure would; the usual reconnect follows. */
+  /** Give up the socket as a network failure would; the usual reconnect follows. */
   drop() {
-    if (this.socket) this.socket.close(4000, "dropped by the dashboard");
+    this._abandon("dropped");
+  }
+
+  _abandon(reason) {
+    if (!this.socket || this.phase === "auth" || this.phase === "stopped") return;
+    this.lastError = { message: `connection ${reason}` };
+    this._teardown(reason);
+    this._scheduleReconnect();
   }
 
   /** Send a request; resolves with its payload, rejects with RequestError or ConnectionLost. */
@@ -164,7 +175,7 @@ export class GatewayConnection {
     socket.addEventListener("open", () => {
       if (socket !== this.socket) return;
       this._setPhase("handshaking");
-      this._challengeTimer = setTimeout(() => socket.close(4001, "no challenge"), CHALLENGE_TIMEOUT_MS);
+      this._challengeTimer = setTimeout(() => this._abandon("got no challenge"), CHALLENGE_TIMEOUT_MS);
     });
     socket.addEventListener("message", (message) => {
       if (socket !== this.socket) return;
@@ -251,9 +262,7 @@ export class GatewayConnection {
     clearInterval(this._watchdog);
     // The gateway ticks every tickIntervalMs; a socket silent for twice that is dead.
     this._watchdog = setInterval(() => {
-      if (this.socket && Date.now() - this._lastFrameAt > 2 * this._tickMs) {
-        this.socket.close(4002, "silent");
-      }
+      if (this.socket && Date.now() - this._lastFrameAt > 2 * this._tickMs) this._abandon("silent");
     }, Math.min(5_000, this._tickMs));
   }
 

@@ -57,11 +57,17 @@ export class SessionFeed {
     this._floor = 0;
     this._window = FIRST_REWIND;
     this._saveTimer = null;
+    this._opening = null;
     this._closed = false;
   }
 
   /** (Re)attach to the gateway: load the history once, then subscribe from the right seq. */
-  async open() {
+  open() {
+    if (!this._opening) this._opening = this._open().finally(() => (this._opening = null));
+    return this._opening;
+  }
+
+  async _open() {
     if (this._closed) return;
     if (!this.loaded) {
       this.phase = "loading";
@@ -82,7 +88,7 @@ export class SessionFeed {
         // Something was streaming when the page went away: continue exactly from there.
         transcript.restore(saved);
       } else {
-        transcript.seq = Math.max(historySeq, saved?.seq ?? 0);
+        transcript.seq = historySeq;
       }
       this.loaded = true;
     }
@@ -148,6 +154,10 @@ export class SessionFeed {
         this.subscribing = false;
         if (error instanceof ConnectionLost) return;
         this.phase = "loading";
+        if (error.retryable) {
+          setTimeout(() => token === this._token && this._subscribe(afterSeq), error.retryAfterMs || 1000);
+          return;
+        }
         this.onError(error, "subscribe");
       });
   }

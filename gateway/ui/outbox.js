@@ -62,6 +62,11 @@ export class Outbox {
       .catch((error) => {
         item.inFlight = false;
         if (error instanceof ConnectionLost) return; // sent again after the reconnect
+        if (error.retryable) {
+          // Busy or rate-limited: the same key again a little later.
+          setTimeout(() => this.dispatch(connection, item), Math.min(error.retryAfterMs || 1000, 10_000));
+          return;
+        }
         item.state = "failed";
         item.error = error.message;
         this._changed();

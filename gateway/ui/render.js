@@ -12,7 +12,8 @@ const ROLE_LABELS = { user: "You", assistant: "Assistant", toolResult: "Tool res
  * @param {HTMLElement} list  the container of message nodes
  * @param {Transcript} transcript
  * @param {object} view  {pending: [...], actions: {branch(entryId), retry(item), dismiss(item)},
- *                        openDetails: Set<string>, canBranch: boolean}
+ *                        openDetails: Map<string, boolean> (what the user opened or closed),
+ *                        canBranch: boolean}
  */
 export function renderTranscript(list, transcript, view) {
   const nodes = list._nodes || (list._nodes = new Map());
@@ -161,14 +162,11 @@ function thinkingNode(text, detailsKey, view, streaming) {
   const words = text.trim() ? text.trim().split(/\s+/).length : 0;
   const details = h(
     "details.thinking",
-    { open: view.openDetails.has(key) },
+    { open: view.openDetails.get(key) ?? false },
     h("summary", streaming ? "Thinking…" : "Thinking", h("span.muted", ` · ${words} word${words === 1 ? "" : "s"}`)),
     h("div.thinking-text", text),
   );
-  details.addEventListener("toggle", () => {
-    if (details.open) view.openDetails.add(key);
-    else view.openDetails.delete(key);
-  });
+  details.addEventListener("toggle", () => view.openDetails.set(key, details.open));
   return details;
 }
 
@@ -238,14 +236,11 @@ function toolCard({ callId, name, args, tool, result, resultId, running, view, d
   const argsText = prettyJson(args ?? {});
   const argsDetails = h(
     "details.tool-args",
-    { open: view.openDetails.has(argsKey) || argsText.length < 240 },
+    { open: view.openDetails.get(argsKey) ?? argsText.length < 240 },
     h("summary", "Arguments"),
     h("pre.code", h("code", argsText)),
   );
-  argsDetails.addEventListener("toggle", () => {
-    if (argsDetails.open) view.openDetails.add(argsKey);
-    else view.openDetails.delete(argsKey);
-  });
+  argsDetails.addEventListener("toggle", () => view.openDetails.set(argsKey, argsDetails.open));
   return h(
     `section.tool.tool-${state}`,
     { dataset: { toolCallId: callId || "" } },

@@ -30,6 +30,9 @@ export class SessionDirectory {
   constructor() {
     /** session id -> SessionRow */
     this.rows = new Map();
+    /** session id -> `stamp` of its last upsert (to keep rows newer than a listing) */
+    this.stamps = new Map();
+    this.stamp = 0;
     this.version = 0;
   }
 
@@ -43,6 +46,7 @@ export class SessionDirectory {
     const clean = { ...row };
     delete clean.children;
     this.rows.set(row.sessionId, clean);
+    this.stamps.set(row.sessionId, ++this.stamp);
     const keys = new Set(clean.keys || (clean.key ? [clean.key] : []));
     if (keys.size) {
       for (const [id, other] of this.rows) {
@@ -57,13 +61,28 @@ export class SessionDirectory {
   }
 
   remove(sessionId) {
+    this.stamps.delete(sessionId);
     if (this.rows.delete(sessionId)) this.version += 1;
   }
 
-  /** Replace everything with a full listing (rows of sessions not listed are dropped). */
-  replaceAll(rows) {
-    this.rows.clear();
-    for (const row of rows) this.upsert(row);
+  /**
+   * Replace everything with a listing requested when `stamp` was `since`: sessions it does not
+   * name are dropped, except those announced after the request was sent.
+   */
+  replaceAll(rows, since = Infinity) {
+    const listed = new Set(rows.map((row) => row.sessionId));
+    for (const id of [...this.rows.keys()]) {
+      if (!listed.has(id) && !((this.stamps.get(id) ?? 0) > since)) this.remove(id);
+    }
+    const freshKeys = new Set();
+    for (const [id, row] of this.rows) {
+      if ((this.stamps.get(id) ?? 0) > since) for (const key of row.keys || []) freshKeys.add(key);
+    }
+    for (const row of rows) {
+      if ((this.stamps.get(row.sessionId) ?? 0) > since) continue; // a fresher row arrived meanwhile
+      const keys = (row.keys || (row.key ? [row.key] : [])).filter((key) => !freshKeys.has(key));
+      this.upsert({ ...row, keys, key: keys[0] ?? null });
+    }
     this.version += 1;
   }
 

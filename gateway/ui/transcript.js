@@ -12,16 +12,6 @@
 
 export const RESULT_ROLES = new Set(["toolResult", "tool"]);
 
-export function textOf(message) {
-  const content = message?.content;
-  if (typeof content === "string") return content;
-  if (!Array.isArray(content)) return "";
-  return content
-    .filter((block) => block && block.type === "text")
-    .map((block) => block.text || "")
-    .join("");
-}
-
 function entryIdOf(message) {
   const meta = message && message.__gateway;
   return meta && typeof meta.id === "string" ? meta.id : null;
@@ -42,7 +32,6 @@ export class Transcript {
     this.status = "idle";
     this.statusSeq = 0;
     this.runId = null;
-    this.lastRun = null;
     /** notes about the session (errors) placed after the `after`-th committed entry */
     this.notices = [];
     this.hasMore = false;
@@ -51,7 +40,6 @@ export class Transcript {
     this.revs = new Map();
     /** tool call id -> key of the message that shows it */
     this.toolOwner = new Map();
-    this.structure = 0;
   }
 
   get running() {
@@ -107,7 +95,6 @@ export class Transcript {
       this.status = info.hasActiveRun ? "running" : info.status === "running" ? "idle" : info.status || "idle";
       this.statusSeq = info.lastSeq;
     }
-    this.structure += 1;
   }
 
   _setEntry(id, message) {
@@ -153,7 +140,6 @@ export class Transcript {
         if (!this.entries.has(p.messageId) && !this.partials.has(p.messageId)) {
           this.partials.set(p.messageId, { id: p.messageId, role: p.role, base: "", blocks: [], incomplete: false });
           this.bump(p.messageId);
-          this.structure += 1;
         }
         break;
       case "message.delta":
@@ -180,30 +166,20 @@ export class Transcript {
       case "status.changed":
         this.status = p.status;
         this.statusSeq = seq;
-        this.structure += 1;
         break;
       case "agent.started":
         this.runId = p.runId ?? null;
         this.status = "running";
         this.statusSeq = seq;
-        this.structure += 1;
         break;
       case "agent.finished": {
         this.runId = null;
-        this.lastRun = {
-          runId: p.runId,
-          terminationReason: p.terminationReason,
-          errorMessage: p.errorMessage,
-          totalTokens: p.totalTokens,
-          durationMs: p.durationMs,
-        };
         // A run that failed before its reply was written has no message to show the error on.
         const last = this.entries.get(this.order[this.order.length - 1]);
         const shown = last && last.role === "assistant" && last.errorMessage;
         if (p.errorMessage && !shown && p.terminationReason !== "aborted") {
           this._notice(seq, "error", `The run ended with an error: ${p.errorMessage}`);
         }
-        this.structure += 1;
         break;
       }
       case "error":
@@ -219,7 +195,6 @@ export class Transcript {
     const key = `notice:${seq}`;
     const kept = this.notices.filter((notice) => notice.key !== key).slice(-9);
     this.notices = [...kept, { key, after: this.order.length, tone, text }];
-    this.structure += 1;
   }
 
   _delta(p) {
@@ -241,11 +216,9 @@ export class Transcript {
     this._setEntry(id, known ? this.entries.get(id) : withMeta);
     if (!known) {
       this.order.push(id);
-      this.structure += 1;
     }
     if (this.partials.delete(id)) {
       this.bump(id);
-      this.structure += 1;
     }
     if (RESULT_ROLES.has(message.role) && message.toolCallId) {
       const tool = this.tools.get(message.toolCallId);
@@ -299,7 +272,6 @@ export class Transcript {
       this.bump(partial.messageId);
     }
     if (typeof p.sessionSeq === "number") this.seq = Math.max(this.seq, p.sessionSeq);
-    this.structure += 1;
     return identified;
   }
 
@@ -309,7 +281,6 @@ export class Transcript {
     this.partials.clear();
     this.seq = Math.min(this.seq, seq);
     this.statusSeq = Math.min(this.statusSeq, seq);
-    this.structure += 1;
   }
 
   /** What a reload needs to continue from `seq` without a replay: streaming messages and tools. */
@@ -340,7 +311,6 @@ export class Transcript {
     for (const tool of checkpoint.tools || []) {
       if (!this.tools.has(tool.id)) this.tools.set(tool.id, { ...tool });
     }
-    this.structure += 1;
   }
 
   // --- views -----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import websockets
@@ -95,11 +95,21 @@ def connect_params(
 
 
 class Raw:
-    """A bare WebSocket connection to the gateway, one JSON frame per message."""
+    """A bare WebSocket connection to the gateway, one JSON frame per message. Connections a
+    test leaves open are dropped after it (`drop_leftovers`, an autouse fixture)."""
+
+    opened: ClassVar[set[Raw]] = set()
 
     def __init__(self, ws: ClientConnection) -> None:
         self.ws = ws
         self._ids = 0
+        Raw.opened.add(self)
+
+    @classmethod
+    def drop_leftovers(cls) -> None:
+        for raw in cls.opened:
+            raw.ws.transport.abort()
+        cls.opened.clear()
 
     @classmethod
     async def open(
@@ -165,6 +175,7 @@ class Raw:
         raise AssertionError("unreachable")
 
     async def aclose(self) -> None:
+        Raw.opened.discard(self)
         await self.ws.close()
 
 

@@ -239,12 +239,15 @@ async def test_status_and_channel_tools_follow_the_conversation(gateway_home: Pa
         by_id = {row["id"]: row for row in rows}
         assert by_id["discord:default"]["channel"] == "discord"
         assert by_id["slack:default"]["mode"] == "socket"
-        await asyncio.sleep(1.2)  # a Discord heartbeat ACK is an inbound frame
-        rows = (await client.call("channels.status"))["channels"]
-        discord_row = next(row for row in rows if row["id"] == "discord:default")
+        for _ in range(100):  # READY and heartbeat ACKs are inbound frames
+            rows = (await client.call("channels.status"))["channels"]
+            discord_row = next(row for row in rows if row["id"] == "discord:default")
+            if discord_row["lastInboundAt"] is not None:
+                break
+            await asyncio.sleep(0.05)
         assert discord_row["connected"] is True
-        assert discord_row["lastInboundAt"] is not None
-        assert 0 <= discord_row["secondsSinceLastInbound"] < 2.5
+        assert abs(discord_row["lastInboundAt"] / 1000 - time.time()) < 5
+        assert 0 <= discord_row["secondsSinceLastInbound"] < 5
 
         message = await discord.dispatch_message(CHANNEL, '!tool discord_add_reaction {"emoji": "👍"}')
         await settle(lambda: texts_of(discord) and texts_of(discord)[-1].startswith("echo: Reacted"))
@@ -271,6 +274,8 @@ async def test_status_and_channel_tools_follow_the_conversation(gateway_home: Pa
 
 async def test_a_crash_mid_reply_ends_with_one_finished_reply_and_no_lost_message(gateway_home: Path) -> None:
     async with platforms() as (discord, _):
+        other = "501"
+        discord.add_channel(other, guild_id=GUILD)
         config = bindings_toml(discord, None)
         daemon = await asyncio.to_thread(
             start_daemon, gateway_home, config=config, env={**SECRETS, "GATEWAY_FAUX_PACE_MS": "25"}
@@ -278,30 +283,36 @@ async def test_a_crash_mid_reply_ends_with_one_finished_reply_and_no_lost_messag
         try:
             async with client_of(daemon) as client:
                 await channels_ready(client, "discord:default")
+            await discord.dispatch_message(other, "hello 501")  # the daemon now knows channel 501
+            await settle(lambda: [m["content"] for m in bot_messages(discord, other)] == ["echo: hello 501"])
             await discord.dispatch_message(CHANNEL, "!long 300")
             await settle(lambda: bot_messages(discord, CHANNEL) and discord.edits)
+            # Accepted while the reply streams (steered into the run), not started when it dies.
+            await discord.dispatch_message(CHANNEL, "second question")
+            await asyncio.sleep(0.3)
             shown = len(words(bot_messages(discord, CHANNEL)[0]["content"]))
         finally:
             daemon.kill()
         assert 0 < shown < 300
 
         # While the daemon is down a user writes (no gateway session will deliver it).
-        discord.user_message(CHANNEL, "did you see this?")
+        discord.user_message(other, "did you see this?")
 
         async with gatewayd(gateway_home, config, tag="-2") as again, client_of(again) as client:
             await channels_ready(client, "discord:default")
-            await settle(lambda: texts_of(discord)[-1:] == ["echo: did you see this?"])
+            caught_up = ["echo: hello 501", "echo: did you see this?"]
+            await settle(lambda: [m["content"] for m in bot_messages(discord, other)] == caught_up)
+            await settle(lambda: texts_of(discord)[1:] == ["echo: second question"])
             await settle(lambda: texts_of(discord)[0].endswith(NOTICE))
             await asyncio.sleep(0.5)
 
             replies = texts_of(discord)
-            assert len(replies) == 2 and len(discord.posts) == 2
-            assert discord.create_attempts == 2  # not even a post deduplicated by its nonce
+            assert len(replies) == 2 and len(discord.posts) == 4
+            assert discord.create_attempts == 4  # not even a post deduplicated by its nonce
             cut = words(replies[0])
             assert len(cut) >= shown and cut == [f"w{i}" for i in range(1, len(cut) + 1)]
-            history = await client.call(
-                "chat.history", {"sessionKey": f"agent:main:discord:channel:{CHANNEL}"}
-            )
+            key = f"agent:main:discord:channel:{CHANNEL}"
+            history = await client.call("chat.history", {"sessionKey": key})
             assert [m.get("stopReason") for m in history["messages"] if m["role"] == "assistant"] == [
                 "aborted",
                 "stop",

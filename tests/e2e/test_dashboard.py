@@ -1,9 +1,9 @@
 """The web dashboard (gateway/ui/) in a real headless Chromium against the real daemon.
 
 Covers what an operator does and sees: signing in with the token, a reply streaming in, tool calls
-and thinking, branching at a message, stopping a run, and the resume rule — a dropped connection,
-a reload, a new tab in the middle of a reply and a pruned event log all end with the transcript
-complete and nothing shown twice.
+and thinking, branching at a message, switching a key, compacting and resetting, stopping a run,
+and the resume rule — a dropped connection, a reload, a new tab in the middle of a reply and a
+pruned event log all end with the transcript complete and nothing shown twice.
 
 The browser may only talk to the daemon: every other request is refused and fails the test, and
 so does any uncaught error in the page. Set GATEWAY_DASHBOARD_SCREENSHOT=docs/dashboard.png to
@@ -268,8 +268,13 @@ async def test_tool_calls_thinking_and_the_main_view(dashboard: Dashboard, tmp_p
     await expect(page.locator("#messages article[data-role=toolResult]")).to_have_count(0)
     await expect(page.locator("#session-status")).to_have_text("idle")
 
+    await expect(page.locator("#gateway-facts")).to_contain_text("0 runs active")
+    await page.set_viewport_size({"width": 1360, "height": 1000})
     await page.locator("#composer-input").fill("Summarise what the checks found.")
-    await page.mouse.move(5, 850)
+    await page.evaluate(
+        "(s => { s.scrollTop = s.scrollHeight })(document.getElementById('transcript-scroll'))"
+    )
+    await page.mouse.move(5, 990)
     target = Path(os.environ.get("GATEWAY_DASHBOARD_SCREENSHOT") or tmp_path / "dashboard.png")
     await page.screenshot(path=str(target))
     assert target.stat().st_size > 20_000
@@ -288,7 +293,11 @@ async def test_sign_in_then_a_reply_streams_in(dashboard: Dashboard) -> None:
     await expect(page.locator("#gateway-facts")).to_contain_text("gatewayd")
 
     await dashboard.open_session()
-    sentence = "the quick brown fox jumps over the lazy dog while the calm river keeps flowing past"
+    sentence = (
+        "please summarise the gateway status, list every session that has an active run, and then "
+        "explain in a few plain words how the dashboard keeps its transcript complete when the "
+        "connection drops in the middle of a long reply"
+    )
     await dashboard.send(sentence)
     final = "echo: " + sentence
     partial = await streamed_words(page, 4)
@@ -342,6 +351,47 @@ async def test_branch_at_a_message_appears_in_the_tree(dashboard: Dashboard) -> 
     assert assistant_texts(parent) == ["echo: first question", "echo: second question"]
 
 
+async def test_switch_compact_and_reset_from_the_session_header(dashboard: Dashboard) -> None:
+    page = dashboard.page
+    await dashboard.sign_in()
+    await dashboard.open_session()
+    await dashboard.send("keep this")
+    await expect(page.locator(ASSISTANT_DONE)).to_have_count(1)
+    parent_id = await page.evaluate("gatewayDashboard.selected")
+
+    # Branch from the latest message, then point the parent's key at the branch.
+    await page.click("#action-branch")
+    await expect(page.locator("#session-key")).to_have_text(re.compile(":branch:"))
+    branch_id = await page.evaluate("gatewayDashboard.selected")
+    assert branch_id != parent_id
+    await page.click("#action-switch")
+    await expect(page.locator("#prompt-fields input[name=key]")).to_have_value(dashboard.key)
+    await page.click("#prompt-ok")
+    await expect(page.locator("#session-key")).to_have_text(dashboard.key)
+    await expect(page.locator(f'li.tree-item[data-session-id="{branch_id}"]')).to_have_attribute(
+        "data-key", dashboard.key
+    )
+    async with dashboard.client() as client:
+        assert (await client.call("chat.history", {"sessionKey": dashboard.key}))["sessionId"] == branch_id
+
+    # faux/echo has too little history to compact: the answer is shown, nothing else changes.
+    await page.click("#action-compact")
+    await expect(page.locator("#toasts")).to_contain_text("Could not compact")
+
+    await page.click("#action-reset")
+    await page.click("#prompt-ok")
+    await page.wait_for_function("shown => gatewayDashboard.selected !== shown", arg=branch_id)
+    await expect(page.locator("#session-key")).to_have_text(dashboard.key)
+    await expect(page.locator("#session")).to_have_attribute("data-feed", "live")
+    fresh_id = await page.evaluate("gatewayDashboard.selected")
+    assert fresh_id not in (parent_id, branch_id)
+    await expect(page.locator("#messages article")).to_have_count(0)
+    async with dashboard.client() as client:
+        answer = await client.call("chat.history", {"sessionKey": dashboard.key})
+    assert answer["sessionId"] == fresh_id
+    assert answer["messages"] == []
+
+
 async def test_stop_ends_a_long_run(dashboard: Dashboard) -> None:
     page = dashboard.page
     await dashboard.sign_in()
@@ -349,11 +399,15 @@ async def test_stop_ends_a_long_run(dashboard: Dashboard) -> None:
     await dashboard.send("!long 2000")
     await streamed_words(page, 15)
     await expect(page.locator("#session-status")).to_have_text("running")
+    await expect(dashboard.tree_item()).to_have_attribute("data-status", "running")
+    await expect(page.locator("#gateway-facts")).to_contain_text("1 run active")
     await page.click("#abort")
     reply = page.locator(ASSISTANT_DONE).last
     await expect(reply.locator(".msg-stop")).to_contain_text("Stopped")
     await expect(page.locator("#session-status")).to_have_text("idle")
     await expect(page.locator("#abort")).to_be_hidden()
+    await expect(dashboard.tree_item()).to_have_attribute("data-status", "idle")
+    await expect(page.locator("#gateway-facts")).to_contain_text("0 runs active")
     shown = await reply.locator(".msg-text").text_content() or ""
     await asyncio.sleep(0.5)
     assert await reply.locator(".msg-text").text_content() == shown, "the text kept growing"
@@ -372,7 +426,6 @@ async def test_dropped_connection_resumes_without_loss_or_duplicates(dashboard: 
     await dashboard.send("!long 160")
     await streamed_words(page, 15)
     await dashboard.context.set_offline(True)
-    await page.evaluate("gatewayDashboard.connection.drop()")
     await expect(page.locator("#banner")).to_contain_text("reconnecting")
     held = await page.evaluate("gatewayDashboard.feed.transcript.seq")
     await asyncio.sleep(1.0)  # the run goes on while the dashboard is away
@@ -426,7 +479,6 @@ async def test_resume_after_the_event_log_was_pruned(dashboard: Dashboard) -> No
     assert await final_reply(page) == "echo: before the outage"
 
     await dashboard.context.set_offline(True)
-    await page.evaluate("gatewayDashboard.connection.drop()")
     await expect(page.locator("#banner")).to_be_visible()
     async with dashboard.client() as client:
         for index, text in enumerate(["while away one", "while away two"]):
@@ -492,3 +544,34 @@ async def test_transcript_model_ignores_duplicates_and_refuses_gaps(dashboard: D
         "partials": 0,
         "seq": 7,
     }
+
+
+async def test_session_directory_builds_the_tree_and_moves_keys(dashboard: Dashboard) -> None:
+    """The page's session directory: a key belongs to one session; children sit under parents;
+    a listing does not undo a row announced while it was on its way."""
+    page = dashboard.page
+    await page.goto(dashboard.url)
+    result = await page.evaluate(
+        """async () => {
+            const { SessionDirectory } = await import("./sessions.js");
+            const d = new SessionDirectory();
+            const row = (id, key, extra = {}) => ({ sessionId: id, key, keys: key ? [key] : [], ...extra });
+            d.upsert(row("a", "agent:main:main", { updatedAt: 1 }));
+            d.upsert(row("b", "agent:main:main:branch:1", { parentId: "a", createdAt: 2, updatedAt: 2 }));
+            d.upsert(row("c", null, { parentId: "a", kind: "subagent", createdAt: 1, updatedAt: 3 }));
+            const since = d.stamp;
+            d.upsert(row("d", "agent:main:main", { updatedAt: 4 }));  // a reset or a switch took the key
+            const listing = [
+                row("a", "agent:main:main"),
+                row("b", "agent:main:main:branch:1", { parentId: "a" }),
+            ];
+            d.replaceAll(listing, since);
+            return {
+                aKey: d.get("a").key,
+                dKey: d.get("d").key,
+                roots: d.forest().map((n) => [n.row.sessionId, n.children.map((c) => c.row.sessionId)]),
+            };
+        }"""
+    )
+    # "a" was listed with the key, but "d" took it after the listing was requested.
+    assert result == {"aKey": None, "dKey": "agent:main:main", "roots": [["d", []], ["a", ["b"]]]}

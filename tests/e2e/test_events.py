@@ -4,6 +4,7 @@ streams, tool events by capability, session-scoped delivery."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -55,11 +56,11 @@ async def test_ticks_arrive_at_the_configured_interval(gw: Daemon) -> None:
         assert client.hello["policy"]["tickIntervalMs"] == 300
         stamps = []
         for _ in range(4):
-            tick = await wait_for(client, lambda e: e["event"] == "tick", timeout=3)
-            stamps.append(time.monotonic())
+            tick = await wait_for(client, lambda e: e["event"] == "tick", timeout=5)
+            stamps.append(tick["payload"]["ts"])
             assert abs(tick["payload"]["ts"] - time.time() * 1000) < 5000
-        gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
-        assert all(0.15 < gap < 0.9 for gap in gaps), gaps
+        gaps = [b - a for a, b in itertools.pairwise(stamps)]
+        assert all(250 <= gap < 1500 for gap in gaps), gaps
 
 
 def _common_keys(frames: list[dict[str, Any]]) -> list[str]:
@@ -102,7 +103,7 @@ async def test_agent_and_chat_streams_are_shaped_like_openclaw(gw: Daemon) -> No
     assistant = [e["payload"]["data"] for e in agent if e["payload"]["stream"] == "assistant"]
     assert assistant[-1]["text"] == "echo: one two three"
     assert "".join(d["delta"] for d in assistant) == "echo: one two three"
-    for before, after in zip(assistant, assistant[1:], strict=False):
+    for before, after in itertools.pairwise(assistant):
         assert after["text"] == before["text"] + after["delta"]
     assert {e["payload"]["runId"] for e in agent + chat} == {"shape-1"}
     assert {e["payload"]["sessionKey"] for e in agent + chat} == {"agent:main:ev-shape"}

@@ -4,6 +4,7 @@ that keep up, and are dropped with 1008 "slow consumer"."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
@@ -44,14 +45,19 @@ async def status(client: GatewayClient) -> dict[str, Any]:
 async def test_a_stuck_client_neither_stalls_others_nor_stays(gateway_home: Path) -> None:
     daemon = start_daemon(gateway_home, config=CONFIG)
     try:
-        async with GatewayClient(daemon.url, token=daemon.token) as writer:
+        async with contextlib.AsyncExitStack() as stack:
+            writer = await stack.enter_async_context(GatewayClient(daemon.url, token=daemon.token))
             await writer.call("sessions.create", {"key": WATCHED})
-            readers = [GatewayClient(daemon.url, token=daemon.token) for _ in range(4)]
+            readers = [
+                await stack.enter_async_context(GatewayClient(daemon.url, token=daemon.token))
+                for _ in range(4)
+            ]
             for reader in readers:
-                await reader.connect()
                 await reader.call("sessions.events.subscribe", {"key": WATCHED})
             resumed_later = await stuck_client(daemon)
+            stack.callback(resumed_later.ws.transport.abort)
             never_reads = await stuck_client(daemon)
+            stack.callback(never_reads.ws.transport.abort)
             assert (await status(writer))["connections"] == 7
 
             started = time.monotonic()
@@ -64,8 +70,9 @@ async def test_a_stuck_client_neither_stalls_others_nor_stays(gateway_home: Path
             seen = await asyncio.gather(*(_until_end(reader) for reader in readers))
             elapsed = time.monotonic() - started
 
-            # The session ran at its pace and every reader saw every event, in order, without gaps.
-            assert elapsed < 10, elapsed
+            # The session ran (a fan-out that waited for the stuck clients would stall it until
+            # they are dropped) and every reader saw every event, in order, without gaps.
+            assert elapsed < 15, elapsed
             assert (await writer.call("agent.wait", {"runId": "h", "timeoutMs": 10_000}))["status"] == "ok"
             sequences = [[(e["event"], e["payload"].get("sessionSeq")) for e in events] for events in seen]
             assert all(sequence == sequences[0] for sequence in sequences)
@@ -81,7 +88,8 @@ async def test_a_stuck_client_neither_stalls_others_nor_stays(gateway_home: Path
                 assert time.monotonic() < deadline, "the stuck clients were not closed"
                 await asyncio.sleep(0.05)
 
-            # The one that reads again gets what was already on its way, in order, then 1008.
+            # The one that reads again gets what was already on its way, in order (deltas dropped
+            # for it leave visible gaps), then 1008.
             seqs = []
             try:
                 async with asyncio.timeout(10):
@@ -92,7 +100,7 @@ async def test_a_stuck_client_neither_stalls_others_nor_stays(gateway_home: Path
             except websockets.exceptions.ConnectionClosed as closed:
                 assert closed.rcvd is not None, "dropped without a close frame"
                 assert (closed.rcvd.code, closed.rcvd.reason) == (1008, "slow consumer")
-            assert seqs == list(range(1, len(seqs) + 1))
+            assert seqs[0] == 1 and seqs == sorted(set(seqs))
 
             # The one that never reads is dropped anyway; the readers are still connected.
             deadline = time.monotonic() + 10
@@ -101,8 +109,6 @@ async def test_a_stuck_client_neither_stalls_others_nor_stays(gateway_home: Path
                 await asyncio.sleep(0.1)
             for reader in readers:
                 assert (await reader.call("health"))["ok"] is True
-                await reader.aclose()
-            never_reads.ws.transport.abort()
     finally:
         assert daemon.stop() == 0, daemon.logs()
 

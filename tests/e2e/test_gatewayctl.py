@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from gateway.client import GatewayClient
+from tests.bindings.standins.discord import DiscordStandIn
 from tests.daemon import Daemon, start_daemon
 
 CTL = [sys.executable, "-m", "gateway.cli.gatewayctl"]
@@ -146,21 +148,74 @@ def test_status_and_health(gw: Daemon) -> None:
     assert ctl("health", daemon=gw).out.startswith("healthy")
 
 
-def test_config_channels_pairing_and_call(gw: Daemon) -> None:
+async def _ctl_json(*args: str, env: dict[str, str]) -> Any:
+    rc, out, err = await _finish(await _spawn(*args, "--json", env=env))
+    assert rc == 0, err
+    return json.loads(out)
+
+
+async def _poll(args: tuple[str, ...], env: dict[str, str], done: Any) -> Any:
+    for _ in range(150):
+        answer = await _ctl_json(*args, env=env)
+        if done(answer):
+            return answer
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"gatewayctl {' '.join(args)} never got there: {answer}")
+
+
+async def test_channels_status_and_pairing_with_a_discord_binding(gateway_home: Path) -> None:
+    async with DiscordStandIn(heartbeat_interval_ms=500) as discord:
+        discord.add_channel("600", type=1)  # a DM channel
+        config = f'[bindings.discord.default]\napi_base_url = "{discord.api_base_url}"\n'
+        env = {"DISCORD_BOT_TOKEN": "discord-test-token"}
+        daemon = await asyncio.to_thread(start_daemon, gateway_home, config=config, env=env)
+        try:
+            ctl_env = _env(daemon)
+            # READY and heartbeat ACKs are inbound frames.
+            ready = await _poll(
+                ("channels", "status"),
+                ctl_env,
+                lambda a: (
+                    a["channels"]
+                    and a["channels"][0]["state"] == "ready"
+                    and a["channels"][0]["lastInboundAt"]
+                ),
+            )
+            assert [row["id"] for row in ready["channels"]] == ["discord:default"]
+            rc, out, _ = await _finish(await _spawn("status", env=ctl_env))
+            assert rc == 0
+            line = next(line for line in out.splitlines() if "discord:default" in line)
+            assert "ready" in line and re.search(r"\d+ s ago", line), line
+            assert (await _ctl_json("status", env=ctl_env))["channels"][0]["secondsSinceLastInbound"] < 5
+
+            await discord.dispatch_message("600", "hello?", author_id="77", author_name="mallory")
+            pending = await _poll(("pairing", "list"), ctl_env, lambda a: a["requests"])
+            request = pending["requests"][0]
+            assert (request["channel"], request["senderId"]) == ("discord", "77")
+            rc, out, _ = await _finish(await _spawn("pairing", "list", env=ctl_env))
+            assert rc == 0 and request["code"] in out and "mallory" in out
+            approved = await _ctl_json("pairing", "approve", request["code"], env=ctl_env)
+            assert approved["approved"]["senderId"] == "77"
+            assert (await _ctl_json("pairing", "list", env=ctl_env))["requests"] == []
+        finally:
+            await asyncio.to_thread(daemon.stop)
+
+
+def test_config_and_call(gw: Daemon) -> None:
     shown = ok_json("config", "show", daemon=gw)
     assert shown["path"] == str(gw.home / "gateway.toml")
     assert shown["config"]["gateway"]["home"] == str(gw.home)
     assert shown["config"]["compaction"]["keep_recent_tokens"] == 1
-    assert ok_json("config", "show", "compaction.keep_recent_tokens", daemon=gw)["value"] == 1
     assert ctl("config", "show", "gateway.home", daemon=gw).out.strip() == json.dumps(str(gw.home))
     human = ctl("config", "show", daemon=gw)
     assert "[compaction]" in human.out and "keep_recent_tokens = 1" in human.out
     missing = ctl("config", "show", "gateway.nope", daemon=gw)
     assert missing.rc == 1 and "no key 'gateway.nope'" in missing.err
 
-    assert ok_json("config", "reload", daemon=gw)["reloaded"] is True
-    assert ok_json("channels", "status", daemon=gw) == {"channels": []}
-    assert ok_json("pairing", "list", daemon=gw)["requests"] == []
+    (gw.home / "gateway.toml").write_text(CONFIG + "[runs]\ncollect_window_ms = 1234\n")
+    reloaded = ok_json("config", "reload", daemon=gw)
+    assert "runs.collect_window_ms" in json.dumps(reloaded["changed"])
+    assert ok_json("config", "show", "runs.collect_window_ms", daemon=gw)["value"] == 1234
     refused = ctl("pairing", "approve", "NOPE42", "--json", daemon=gw)
     assert refused.rc == 1
     assert refused.json()["error"]["code"] == "NOT_FOUND"
@@ -274,7 +329,8 @@ def test_send_json_outcomes_and_exit_codes(gw: Daemon) -> None:
 
 
 def test_send_no_wait_queue_mode_and_abort(gw: Daemon) -> None:
-    started = ok_json("sessions", "send", "q-1", "!sleep 800 first", "--no-wait", daemon=gw)
+    # Long enough to still be running when the next gatewayctl has started, even on a busy machine.
+    started = ok_json("sessions", "send", "q-1", "!sleep 4000 first", "--no-wait", daemon=gw)
     assert started["status"] == "started"
     # A message sent while the run is busy joins it as a follow-up; send follows that run.
     joined = ctl("sessions", "send", "q-1", "second", "--queue-mode", "followup", "--json", daemon=gw)

@@ -37,37 +37,44 @@ def output(daemon: Daemon) -> str:
     return daemon.out_path.read_text()
 
 
-async def test_start_up_output_token_file_probes_and_both_paths(daemon: Daemon) -> None:
-    text = output(daemon)
-    token_file = daemon.home / "token"
-    assert f"listening on {daemon.url}" in text
-    assert f"dashboard: {daemon.http_url}/ui/" in text
-    assert "model: faux/echo" in text
-    assert f"generated a new auth token in {token_file}" in text
-    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
-    assert len(daemon.token) >= 32
-
-    async with httpx.AsyncClient(base_url=daemon.http_url) as http:
-        health = await http.get("/health")
-        ready = await http.get("/readyz")
-    assert health.status_code == 200 and health.json()["ok"] is True
-    assert ready.status_code == 200 and ready.json() == {"ready": True}
-
-    for path in ("", "ws"):
-        async with GatewayClient(daemon.url + path, token=daemon.token) as client:
-            assert client.hello["type"] == "hello-ok"
-            assert (await client.call("health"))["ok"] is True
-
-
-async def test_restart_reuses_the_token_file(gateway_home: Path) -> None:
-    first = start_daemon(gateway_home)
-    assert first.stop() == 0
-    second = start_daemon(gateway_home, tag="b")
+async def test_start_up_probes_lock_and_restart(gateway_home: Path) -> None:
+    daemon = start_daemon(gateway_home)
     try:
-        assert second.token == first.token
-        assert f"using the auth token in {gateway_home / 'token'}" in output(second)
+        text = output(daemon)
+        token_file = gateway_home / "token"
+        assert f"listening on {daemon.url}" in text
+        assert f"dashboard: {daemon.http_url}/ui/" in text
+        assert "model: faux/echo" in text
+        assert f"generated a new auth token in {token_file}" in text
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert len(daemon.token) >= 32
+
+        async with httpx.AsyncClient(base_url=daemon.http_url) as http:
+            health = await http.get("/health")
+            ready = await http.get("/readyz")
+        assert health.status_code == 200 and health.json()["ok"] is True
+        assert ready.status_code == 200 and ready.json() == {"ready": True}
+
+        for path in ("", "ws"):
+            async with GatewayClient(daemon.url + path, token=daemon.token) as client:
+                assert client.hello["type"] == "hello-ok"
+                assert (await client.call("health"))["ok"] is True
+
+        # A second daemon on the same state directory refuses to start.
+        second = run_gatewayd(gateway_home, "--port", "0")
+        assert second.returncode == 1
+        assert f"the state directory {gateway_home} is in use by process {daemon.proc.pid}" in second.stderr
+        assert "Traceback" not in second.stderr
+        assert daemon.proc.poll() is None
     finally:
-        assert second.stop() == 0, second.logs()
+        assert daemon.stop() == 0, daemon.logs()
+
+    again = start_daemon(gateway_home, tag="b")
+    try:
+        assert again.token == daemon.token
+        assert f"using the auth token in {gateway_home / 'token'}" in output(again)
+    finally:
+        assert again.stop() == 0, again.logs()
 
 
 async def test_without_a_model_it_starts_explains_and_runs_fail_with_that_message(gateway_home: Path) -> None:
@@ -136,14 +143,6 @@ def test_bad_config_file_exits_2_with_one_line(gateway_home: Path, body: str, ke
     assert "Traceback" not in result.stderr + result.stdout
 
 
-def test_second_daemon_on_the_same_home_exits_1(daemon: Daemon) -> None:
-    result = run_gatewayd(daemon.home, "--port", "0")
-    assert result.returncode == 1
-    assert f"the state directory {daemon.home} is in use by process {daemon.proc.pid}" in result.stderr
-    assert "Traceback" not in result.stderr
-    assert daemon.proc.poll() is None
-
-
 def test_port_in_use_exits_1(gateway_home: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -161,3 +160,12 @@ def test_refuses_a_non_loopback_address_without_auth(gateway_home: Path) -> None
     assert "refusing to listen on 0.0.0.0 without authentication" in result.stderr
     assert "listening on" not in result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_an_unusable_database_exits_1(gateway_home: Path) -> None:
+    (gateway_home / "isdir.db").mkdir()
+    url = f"sqlite:///{gateway_home / 'isdir.db'}"
+    result = run_gatewayd(gateway_home, "--port", "0", env={"GATEWAY_DATABASE_URL": url})
+    assert result.returncode == 1
+    assert "gatewayd: could not start: database error" in result.stderr
+    assert "listening on" not in result.stdout

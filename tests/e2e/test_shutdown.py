@@ -21,7 +21,7 @@ def text_of(message: dict[str, Any]) -> str:
 
 async def test_sigterm_drains_and_restart_keeps_outcomes(gateway_home: Path) -> None:
     key = "agent:main:drain"
-    daemon = start_daemon(gateway_home, config="[gateway]\nshutdown_grace_s = 1.5\n")
+    daemon = start_daemon(gateway_home, config="[gateway]\nshutdown_grace_s = 2.5\n")
     async with GatewayClient(daemon.url, token=daemon.token, caps=(), client_id="cli") as watcher:
         done = await watcher.call(
             "chat.send", {"sessionKey": key, "message": "finished", "idempotencyKey": "d-1"}

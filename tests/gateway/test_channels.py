@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from bindings import OutboxRecord, ReplyRoute, chunk_text, outbox_key
+from gateway.channel_config import validate_bindings
 from gateway.channel_resume import settle_outbox
 from gateway.channel_store import ChannelStore
-from gateway.channels import validate_bindings
 from gateway.config import load_config
 from gateway.errors import ConfigError
 from sessions.records import NewEvent

@@ -32,8 +32,8 @@ from agent_core import (
 from agent_core.errors import ModelNotFoundError
 from agent_core.providers import stream_simple
 from sessions.manager import SessionManager, SubmitResult
-from sessions.profiles import AgentProfile, RunContext, RunSettings, ToolsFactory
-from sessions.records import EntryRecord, EventRecord, SessionRecord
+from sessions.profiles import AgentProfile, QueueModeName, RunContext, RunSettings, ToolsFactory
+from sessions.records import EntryRecord, EventRecord, InputRecord, SessionRecord
 from sessions.session_events import SessionEvent
 from sessions.store import Store
 
@@ -69,7 +69,7 @@ class Directory:
         *,
         model: str | None = ECHO_REF,
         models: dict[str, Model] | None = None,
-        queue_mode: str = "followup",
+        queue_mode: QueueModeName = "followup",
         pace_ms: float = 1.0,
         context_window: int = 128_000,
     ) -> None:
@@ -82,7 +82,7 @@ class Directory:
             id=agent_id,
             model=self.model,
             system_prompt="You are a test agent.",
-            queue_mode=self.queue_mode,  # type: ignore[arg-type]
+            queue_mode=self.queue_mode,
         )
 
     def resolve_model(self, ref: str) -> Model:
@@ -200,7 +200,9 @@ class StreamLog:
     def __call__(self, model: Model, context: Context, options: StreamOptions) -> Any:
         return self._run(model, context, options)
 
-    async def _run(self, model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+    async def _run(
+        self, model: Model, context: Context, options: StreamOptions
+    ) -> AssistantMessageEventStream:
         sid = options.session_id
         self.calls.append((sid, [(m.role, text_of(m)) for m in context.messages], context.system_prompt))
         inner = await _resolve(self.inner(model, context, options))
@@ -243,7 +245,9 @@ def stalled_stream(model: Model, context: Context, options: StreamOptions) -> As
     return stream
 
 
-async def hanging_stream(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+async def hanging_stream(
+    model: Model, context: Context, options: StreamOptions
+) -> AssistantMessageEventStream:
     """Never even returns a stream."""
     await asyncio.Event().wait()
     raise AssertionError("unreachable")
@@ -271,6 +275,11 @@ class Harness:
         outcome = await self.manager.wait_run(key, timeout)
         assert outcome is not None, f"no outcome for {key} within {timeout} s"
         return outcome
+
+    async def input(self, key: str) -> InputRecord:
+        record = await self.store.get_input(key)
+        assert record is not None, f"no input {key}"
+        return record
 
     async def events(self, session_id: str) -> list[EventRecord]:
         return await self.store.read_events(session_id, after_seq=0, limit=100_000)
@@ -345,7 +354,12 @@ class HarnessFactory:
         recorder = Recorder(path)
         directory = directory or Directory()
         manager = SessionManager(
-            store, directory=directory, tools_factory=tools, publisher=recorder, settings=settings, stream_fn=stream_fn
+            store,
+            directory=directory,
+            tools_factory=tools,
+            publisher=recorder,
+            settings=settings,
+            stream_fn=stream_fn,
         )
         await manager.start()
         harness = Harness(store, manager, recorder, directory)

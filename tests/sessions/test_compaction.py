@@ -68,7 +68,13 @@ def test_estimates_count_characters_over_four() -> None:
 
 
 def test_the_cut_keeps_recent_tokens_and_never_starts_at_a_tool_result() -> None:
-    messages: list[AgentMessage] = [u("a" * 400), a("b" * 400, "c1"), r("c1", "c" * 400), a("d" * 40), u("e" * 40)]
+    messages: list[AgentMessage] = [
+        u("a" * 400),
+        a("b" * 400, "c1"),
+        r("c1", "c" * 400),
+        a("d" * 40),
+        u("e" * 40),
+    ]
     # Keeping 20 tokens reaches the last user message only.
     cut = find_cut_point(messages, 10)
     assert cut is not None and cut.first_kept_index == 4
@@ -98,7 +104,13 @@ def test_random_histories_never_split_a_call_from_its_result() -> None:
         index = cut.first_kept_index
         assert 0 < index < len(messages)
         assert messages[index].role in ("user", "assistant")
-        kept_calls = {b.id for m in messages[index:] if isinstance(m, AssistantMessage) for b in m.content if isinstance(b, ToolCall)}
+        kept_calls = {
+            b.id
+            for m in messages[index:]
+            if isinstance(m, AssistantMessage)
+            for b in m.content
+            if isinstance(b, ToolCall)
+        }
         for m in messages[index:]:
             if isinstance(m, ToolResultMessage):
                 assert m.tool_call_id in kept_calls
@@ -117,7 +129,9 @@ class Summarizer:
             return self.log(model, context, options)
         self.prompts.append(text_of(context.messages[0]))
         text = f"## Goal\nsummary {len(self.prompts)}\n## Next steps\ncarry on"
-        message = AssistantMessage(content=[TextContent(text=text)], api=model.api, provider=model.provider, model=model.id)
+        message = AssistantMessage(
+            content=[TextContent(text=text)], api=model.api, provider=model.provider, model=model.id
+        )
         stream = AssistantMessageEventStream()
         stream.push(DoneEvent(reason="stop", message=message))
         stream.end(message)
@@ -130,7 +144,11 @@ def _check_not_split(entries: list[EntryRecord], first_kept: str) -> None:
     messages = [e.payload for e in entries if e.kind == "message"]
     assert messages[index]["role"] in ("user", "assistant")
     kept_calls = {
-        b["id"] for m in messages[index:] if m["role"] == "assistant" for b in m["content"] if b["type"] == "toolCall"
+        b["id"]
+        for m in messages[index:]
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if b["type"] == "toolCall"
     }
     for m in messages[index:]:
         if m["role"] == "toolResult":
@@ -139,12 +157,16 @@ def _check_not_split(entries: list[EntryRecord], first_kept: str) -> None:
 
 async def _history(h: Harness, session: Any, turns: int) -> None:
     for n in range(turns):
-        text = f'!tool echo {{"text": "tool text {n} {"x" * 80}"}}' if n % 2 == 0 else f"question {n} {'y' * 80}"
+        text = (
+            f'!tool echo {{"text": "tool text {n} {"x" * 80}"}}' if n % 2 == 0 else f"question {n} {'y' * 80}"
+        )
         await h.send(session, text, f"hist-{session.id[-6:]}-{n}")
         assert (await h.wait(f"hist-{session.id[-6:]}-{n}"))["status"] == "ok"
 
 
-async def test_manual_compaction_summarises_and_later_runs_start_from_the_summary(harnesses: HarnessFactory) -> None:
+async def test_manual_compaction_summarises_and_later_runs_start_from_the_summary(
+    harnesses: HarnessFactory,
+) -> None:
     summarizer = Summarizer()
     settings = dataclasses.replace(FAST, compaction_keep_recent_tokens=60)
     h = await harnesses(settings=settings, stream_fn=summarizer, tools=tools_factory(echo_tool()))
@@ -159,7 +181,7 @@ async def test_manual_compaction_summarises_and_later_runs_start_from_the_summar
     assert [c.payload for c in compactions] == [result.payload()]
     _check_not_split(entries, result.first_kept_entry_id)
     assert "Conversation:" in summarizer.prompts[0] and "question 1" in summarizer.prompts[0]
-    assert ("compaction" in {reason for sid, reason in h.recorder.changes if sid == session.id})
+    assert "compaction" in {reason for sid, reason in h.recorder.changes if sid == session.id}
 
     await h.send(session, "after the compaction", "after-1")
     await h.wait("after-1")
@@ -167,7 +189,7 @@ async def test_manual_compaction_summarises_and_later_runs_start_from_the_summar
     assert context[0] == ("user", SUMMARY_PREFIX + result.summary + "\n</summary>")
     kept = [(m.payload["role"], text_of_payload(m.payload)) for m in entries if m.kind == "message"]
     first_kept = [e.id for e in entries if e.kind == "message"].index(result.first_kept_entry_id)
-    assert context[1:] == kept[first_kept:] + [("user", "after the compaction")]
+    assert context[1:] == [*kept[first_kept:], ("user", "after the compaction")]
 
     # A second compaction continues the first summary.
     await _history(h, session, 2)
@@ -198,7 +220,9 @@ async def test_compacting_too_little_history_fails_cleanly(harnesses: HarnessFac
 async def test_runs_compact_automatically_near_the_context_window(harnesses: HarnessFactory) -> None:
     summarizer = Summarizer()
     settings = dataclasses.replace(FAST, compaction_reserve_tokens=100, compaction_keep_recent_tokens=60)
-    h = await harnesses(settings=settings, stream_fn=summarizer, directory=Directory(context_window=300, pace_ms=0))
+    h = await harnesses(
+        settings=settings, stream_fn=summarizer, directory=Directory(context_window=300, pace_ms=0)
+    )
     session = await h.session()
     await h.send(session, "!long 20", "auto-1")
     await h.wait("auto-1")
@@ -210,9 +234,12 @@ async def test_runs_compact_automatically_near_the_context_window(harnesses: Har
     assert (await h.wait("auto-3"))["status"] == "ok"
 
     entries = await h.transcript(session.id)
-    kinds = [(e.kind, e.payload.get("role")) for e in entries]
+    kinds = [(str(e.kind), e.payload.get("role")) for e in entries]
     compaction_at = kinds.index(("compaction", None))
-    assert kinds[compaction_at + 1 :] == [("message", "user"), ("message", "assistant")]  # before auto-3's prompt
+    assert kinds[compaction_at + 1 :] == [
+        ("message", "user"),
+        ("message", "assistant"),
+    ]  # before auto-3's prompt
     context = summarizer.log.contexts(session.id)[-1]
     assert context[0][1].startswith(SUMMARY_PREFIX)
     assert context[-1] == ("user", "next question")

@@ -7,7 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_core import AssistantMessage, CustomMessage, TextContent, ToolResultMessage, UserMessage
-from sessions.context import COMPACTION_ROLE, SUMMARY_PREFIX, SUMMARY_SUFFIX, build_context, convert_to_llm, view_of
+from sessions.context import (
+    COMPACTION_ROLE,
+    SUMMARY_PREFIX,
+    SUMMARY_SUFFIX,
+    build_context,
+    convert_to_llm,
+    view_of,
+)
 from sessions.store import NewEntry
 from tests.sessions.manager_support import HarnessFactory, StreamLog, harnesses
 
@@ -76,7 +83,11 @@ def test_a_compaction_replaces_what_came_before_its_first_kept_entry() -> None:
         assistant("7", "new answer"),
         Entry("8", "compaction", {"summary": "S2", "firstKeptEntryId": "6", "tokensBefore": 50}),
     ]
-    assert texts(build_context(entries)) == [(COMPACTION_ROLE, "S2"), ("user", "new question"), ("assistant", "new answer")]
+    assert texts(build_context(entries)) == [
+        (COMPACTION_ROLE, "S2"),
+        ("user", "new question"),
+        ("assistant", "new answer"),
+    ]
     # Without a first kept entry, only what follows the compaction entry is kept.
     entries.append(Entry("9", "compaction", {"summary": "S3"}))
     entries.append(user("10", "after"))
@@ -111,7 +122,9 @@ async def test_each_run_starts_from_the_stored_transcript(harnesses: HarnessFact
     assert {system for _, _, system in log.calls} == {"You are a test agent."}
 
 
-async def test_a_branch_sees_the_parent_up_to_the_branch_point_then_its_own(harnesses: HarnessFactory) -> None:
+async def test_a_branch_sees_the_parent_up_to_the_branch_point_then_its_own(
+    harnesses: HarnessFactory,
+) -> None:
     log = StreamLog()
     h = await harnesses(stream_fn=log)
     main = await h.session()
@@ -131,7 +144,12 @@ async def test_a_branch_sees_the_parent_up_to_the_branch_point_then_its_own(harn
     ]
     # The branch's own entries are its own; the parent is untouched.
     assert [t for _, t in await h.texts(main.id)] == ["one", "echo: one", "two on main", "echo: two on main"]
-    assert [t for _, t in await h.texts(branch.id)] == ["one", "echo: one", "two on the branch", "echo: two on the branch"]
+    assert [t for _, t in await h.texts(branch.id)] == [
+        "one",
+        "echo: one",
+        "two on the branch",
+        "echo: two on the branch",
+    ]
     assert [e.session_id for e in await h.transcript(branch.id)][-2:] == [branch.id, branch.id]
     await h.check_log(branch.id)
 

@@ -49,7 +49,11 @@ async def test_items_are_committed_in_order_then_published(store: Store) -> None
     await journal.start()
     for seq in range(1, 51):
         for sid in (a, b):
-            entries = [NewEntry(kind="message", payload={"role": "user", "content": f"m{seq}"})] if seq % 10 == 0 else []
+            entries = (
+                [NewEntry(kind="message", payload={"role": "user", "content": f"m{seq}"})]
+                if seq % 10 == 0
+                else []
+            )
             await journal.append(JournalItem(sid, entries=entries, events=[event(sid, seq)]))
     assert journal.pending_for(a) > 0
     await journal.flush()
@@ -58,7 +62,9 @@ async def test_items_are_committed_in_order_then_published(store: Store) -> None
         stored = await store.read_events(sid, limit=1000)
         assert [e.seq for e in stored] == list(range(1, 51))
         assert [e.seq for e in recorder.of(sid)] == list(range(1, 51))
-        assert [e.payload["content"] for e in await store.own_entries(sid)] == [f"m{n}" for n in range(10, 51, 10)]
+        assert [e.payload["content"] for e in await store.own_entries(sid)] == [
+            f"m{n}" for n in range(10, 51, 10)
+        ]
     assert journal.commits < 100  # many items share a commit
     await journal.aclose()
 

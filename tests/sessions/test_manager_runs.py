@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent_core import AbortSignal, AgentTool
+from agent_core import AbortSignal, AgentTool, StreamFn
 from sessions.errors import StoreUnavailable
 from sessions.profiles import RunContext
 from tests.sessions.manager_support import (
@@ -201,7 +201,8 @@ async def test_max_duration_stops_a_long_run_keeping_what_was_streamed(harnesses
 
 
 async def test_idle_timeout_stops_a_stalled_stream(harnesses: HarnessFactory) -> None:
-    for index, stream_fn in enumerate([stalled_stream, hanging_stream]):
+    stalls: list[StreamFn] = [stalled_stream, hanging_stream]
+    for index, stream_fn in enumerate(stalls):
         settings = dataclasses.replace(FAST, idle_timeout_s=0.2)
         h = await harnesses(settings=settings, stream_fn=stream_fn)
         session = await h.session(f"agent:main:stall-{index}")
@@ -211,7 +212,9 @@ async def test_idle_timeout_stops_a_stalled_stream(harnesses: HarnessFactory) ->
         assert outcome["terminationReason"] == "idle_timeout"
         assert "sent nothing" in outcome["errorMessage"]
         stored = await h.check_log(session.id)
-        assert [e.payload["terminationReason"] for e in stored if e.type == "agent.finished"] == ["idle_timeout"]
+        assert [e.payload["terminationReason"] for e in stored if e.type == "agent.finished"] == [
+            "idle_timeout"
+        ]
         run = await h.store.get_run(f"i-{index}")
         assert run is not None and run.termination_reason == "idle_timeout"
         await harnesses.close(h)
@@ -255,7 +258,9 @@ async def test_shutdown_aborts_runs_that_outlive_the_grace_period(harnesses: Har
     record = await after.store.get_session(slow.id)
     assert record is not None and record.status == "interrupted"
     events = await after.events(slow.id)
-    assert [e.payload["terminationReason"] for e in events if e.type == "agent.finished"] == ["gateway_shutdown"]
+    assert [e.payload["terminationReason"] for e in events if e.type == "agent.finished"] == [
+        "gateway_shutdown"
+    ]
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert (await after.messages(slow.id))[-1]["stopReason"] == "aborted"
     assert (await after.send(slow, "!sleep 20000 too slow", "s-slow")).status == "aborted"
@@ -300,3 +305,22 @@ async def test_aborting_a_parent_aborts_its_subagents(harnesses: HarnessFactory)
     assert child_run is not None and child_run.termination_reason == "aborted"
     await h.check_log(child.id)
     await h.check_log(parent.id)
+
+
+async def test_deleting_a_session_during_its_run_harms_no_other(harnesses: HarnessFactory) -> None:
+    gate, entered = asyncio.Event(), asyncio.Event()
+    h = await harnesses(tools=tools_factory(gated_tool(gate, entered)))
+    doomed = await h.session("agent:main:doomed")
+    other = await h.session("agent:main:other")
+    await h.send(doomed, '!tool gate {"text": "too late"}', "del-1")
+    await asyncio.wait_for(entered.wait(), 10)
+    await h.send(other, "meanwhile", "del-2")
+    assert (await h.wait("del-2"))["status"] == "ok"
+    assert await h.store.delete_session(doomed.id) == 1
+    gate.set()
+    await h.wait_for(lambda: h.manager.running_count() == 0 and not h.manager.active_run_ids(doomed.id))
+    assert await h.store.get_input("del-1") is None
+    await h.send(other, "still working", "del-3")
+    assert (await h.wait("del-3"))["status"] == "ok"
+    await h.check_log(other.id)
+    assert h.manager.journal.pending == 0
