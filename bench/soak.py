@@ -1,0 +1,436 @@
+"""Soak: many sessions running faux conversations with tools for a long time, watched by clients
+that come and go; what the daemon looks like over it, and whether anything was lost or run twice.
+
+    .venv/bin/python -m bench.soak                       # 30 minutes (the long one)
+    .venv/bin/python -m bench.soak --minutes 2           # short mode (tests/reliability/test_soak_short.py)
+    .venv/bin/python -m bench.soak --minutes 2 --json out.json
+
+Load: `--sessions` (200) sessions, each a loop on one of `--drivers` (8) connections: send a
+message, wait for its run to end (`agent.wait`), think for a random `--think` (2-10 s), again.
+Messages mix `!tool bash {"command": "echo hi"}`, `!long 50` and plain text; faux/echo streams
+10 ms a word. One message in ten is sent a second time with the same idempotency key (a client
+retrying): that must answer `in_flight` or the first one's outcome, never start a run.
+
+Watchers: `--watchers` (50) clients (`bench._wire.WireClient`), each following `--follow` (8)
+random sessions with `sessions.events.subscribe`. Every 5-30 s each drops its connection (a FIN
+without a close frame, or a TCP reset, at random) and comes back, resuming every session from the
+last sessionSeq it saw; each checks that what arrives continues exactly there (no gap, no repeat).
+
+Sampled every `--sample-s` seconds: the daemon's RSS and open FDs (psutil), its `status`
+(event-loop lag histogram from `gateway.loop_lag`), and a `health` round trip on a probe
+connection. Before the load, a few idle seconds give the baselines of lag and round trip.
+
+At the end the drivers stop, the runs finish, every watcher catches up with every session it
+follows, and every session's transcript is read: each idempotency key's message must be there
+exactly once and its run must have ended `ok`.
+
+Rows (baselines from the same run): RSS at the end vs after warm-up (the first fifth of the run);
+RSS slope after warm-up (least squares, MiB per hour); open FDs at the end vs after warm-up;
+event-loop lag p99 under load vs idle (histogram buckets: 1, 2, 5, 10, 20, 50 ... ms); `health`
+round trip p99 under load vs idle; events lost; duplicate runs. Exits 1 when an event was lost, a
+run was duplicated or failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import random
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from bench._daemon import Daemon, gateway_daemon
+from bench._report import Row, percentile, render
+from bench._wire import WireClient, WireError
+from gateway.client import CallError, GatewayClient
+from gateway.loop_lag import histogram_percentile
+
+NATIVE = b'{"type":"event","event":"session.'
+MESSAGES = (
+    '!tool bash {"command": "echo hi"}',
+    "!long 50",
+    "plain text for the echo model",
+)
+ENV = {"GATEWAY_FAUX_PACE_MS": "10"}
+
+
+@dataclass
+class Sample:
+    t: float
+    rss_mib: float
+    fds: int
+    lag: dict[str, Any]
+    rtt_ms: float
+    runs_in_flight: int
+
+
+@dataclass
+class Totals:
+    runs: int = 0
+    retries: int = 0
+    failed: list[str] = field(default_factory=list)
+    duplicate_answers: list[str] = field(default_factory=list)
+    sent: dict[str, list[str]] = field(default_factory=dict)
+    """Session key -> the idempotency keys sent to it."""
+
+
+# --- drivers ---------------------------------------------------------------------------------------
+
+
+async def _call(client: GatewayClient, method: str, params: dict[str, Any], *, timeout: float = 60) -> Any:
+    """A call that waits out `UNAVAILABLE` (rate limits) as a client should."""
+    while True:
+        try:
+            return await client.call(method, params, timeout=timeout)
+        except CallError as exc:
+            if exc.code != "UNAVAILABLE":
+                raise
+            await asyncio.sleep((exc.retry_after_ms or 200) / 1000)
+
+
+async def _drive(
+    client: GatewayClient, key: str, totals: Totals, stop: asyncio.Event, rand: random.Random, think: tuple[float, float]
+) -> None:
+    await asyncio.sleep(rand.uniform(0, think[1]))
+    n = 0
+    while not stop.is_set():
+        n += 1
+        idem = f"{key.rsplit(':', 1)[1]}-{n}"
+        message = rand.choice(MESSAGES)
+        totals.sent.setdefault(key, []).append(idem)
+        params = {"sessionKey": key, "message": message, "idempotencyKey": idem}
+        answer = await _call(client, "chat.send", params)
+        if answer["status"] != "started":
+            totals.duplicate_answers.append(f"{idem}: first send answered {answer['status']}")
+        if rand.random() < 0.1:
+            await asyncio.sleep(rand.uniform(0, 1.0))
+            again = await _call(client, "chat.send", params)
+            totals.retries += 1
+            if again["status"] not in ("in_flight", "ok"):
+                totals.duplicate_answers.append(f"{idem}: the retry answered {again['status']}")
+        outcome = await _call(client, "agent.wait", {"runId": idem, "timeoutMs": 120_000}, timeout=130)
+        totals.runs += 1
+        if outcome["status"] != "ok":
+            totals.failed.append(f"{idem}: {outcome}")
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), rand.uniform(*think))
+
+
+# --- watchers --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Watcher:
+    index: int
+    keys: list[str]
+    last: dict[str, int] = field(default_factory=dict)
+    """Session id -> last sessionSeq received."""
+    ids: dict[str, str] = field(default_factory=dict)
+    """Session key -> session id."""
+    problems: list[str] = field(default_factory=list)
+    finished_runs: Counter[str] = field(default_factory=Counter)
+    received: int = 0
+    reconnects: int = 0
+    client: WireClient | None = None
+
+    def on_event(self, payload: bytes, _now: float) -> None:
+        if not payload.startswith(NATIVE):
+            return
+        frame = json.loads(payload)
+        body = frame.get("payload") or {}
+        sid, seq = body.get("sessionId"), body.get("sessionSeq")
+        if sid not in self.last or not isinstance(seq, int):
+            return
+        if seq != self.last[sid] + 1:
+            self.problems.append(f"watcher {self.index}: session {sid} seq {seq} after {self.last[sid]}")
+        self.last[sid] = max(self.last[sid], seq)
+        self.received += 1
+        if frame["event"] == "session.agent.finished":
+            self.finished_runs[f"{sid}/{body.get('runId')}"] += 1
+
+    async def connect(self, daemon: Daemon) -> None:
+        client = await WireClient.open(daemon.host, daemon.port)
+        await client.gateway_connect(daemon.token)
+        client.on_event = self.on_event
+        self.client = client
+        for key in self.keys:
+            sid = self.ids.get(key)
+            after = self.last.get(sid, 0) if sid is not None else 0
+            answer = await client.request("sessions.events.subscribe", {"key": key, "afterSeq": after})
+            if answer["replay"] != "exact":
+                self.problems.append(f"watcher {self.index}: {key} replay {answer['replay']}")
+            self.ids[key] = answer["sessionId"]
+            self.last.setdefault(answer["sessionId"], after)
+
+    def drop(self, rand: random.Random) -> None:
+        client, self.client = self.client, None
+        if client is None or client.transport is None:
+            return
+        if rand.random() < 0.5:
+            client.transport.abort()
+        else:
+            client.close()
+
+
+async def _watch(daemon: Daemon, watcher: Watcher, stop: asyncio.Event, rand: random.Random) -> None:
+    while not stop.is_set():
+        try:
+            await watcher.connect(daemon)
+        except (OSError, WireError, TimeoutError) as exc:
+            watcher.problems.append(f"watcher {watcher.index}: reconnect failed: {exc}")
+            await asyncio.sleep(1)
+            continue
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), rand.uniform(5, 30))
+        watcher.drop(rand)
+        watcher.reconnects += 1
+
+
+async def _catch_up(daemon: Daemon, watcher: Watcher, last_seqs: dict[str, int], timeout: float) -> None:
+    """Resume one final time and wait until every followed session reached its last seq."""
+    await watcher.connect(daemon)
+    deadline = time.monotonic() + timeout
+    try:
+        while any(watcher.last.get(watcher.ids[k], 0) < last_seqs[k] for k in watcher.keys):
+            if time.monotonic() > deadline:
+                behind = [k for k in watcher.keys if watcher.last.get(watcher.ids[k], 0) < last_seqs[k]]
+                watcher.problems.append(f"watcher {watcher.index}: never caught up on {behind}")
+                return
+            await asyncio.sleep(0.05)
+    finally:
+        watcher.drop(random.Random(0))
+
+
+# --- sampling --------------------------------------------------------------------------------------
+
+
+async def _sample(daemon: Daemon, probe: GatewayClient, started: float) -> Sample:
+    proc = psutil.Process(daemon.pid)
+    t0 = time.monotonic()
+    await probe.call("health", timeout=30)
+    rtt = (time.monotonic() - t0) * 1000
+    status = await probe.call("status", timeout=30)
+    return Sample(
+        t=time.monotonic() - started,
+        rss_mib=proc.memory_info().rss / 2**20,
+        fds=proc.num_fds(),
+        lag=status["eventLoopLag"],
+        rtt_ms=rtt,
+        runs_in_flight=int(status["runsInFlight"]),
+    )
+
+
+def _slope_per_hour(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (seconds, MiB) points, in MiB per hour."""
+    if len(points) < 2:
+        return float("nan")
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_v = sum(v for _, v in points) / n
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    if var == 0:
+        return float("nan")
+    cov = sum((t - mean_t) * (v - mean_v) for t, v in points)
+    return cov / var * 3600
+
+
+# --- the run ---------------------------------------------------------------------------------------
+
+
+async def _idle_baseline(daemon: Daemon, probe: GatewayClient, seconds: float) -> tuple[float, float]:
+    """(lag p99 ms, health round trip p99 ms) with nothing to do."""
+    before = (await probe.call("status"))["eventLoopLag"]["histogram"]
+    rtts = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        t0 = time.monotonic()
+        await probe.call("health")
+        rtts.append((time.monotonic() - t0) * 1000)
+        await asyncio.sleep(0.1)
+    after = (await probe.call("status"))["eventLoopLag"]["histogram"]
+    lag = histogram_percentile(before, after, 0.99)
+    return (lag if lag is not None else float("nan")), percentile(rtts, 0.99)
+
+
+async def _verify_transcripts(client: GatewayClient, totals: Totals) -> list[str]:
+    """Each key's message exactly once in its session's transcript."""
+    duplicates = []
+    for key, sent in totals.sent.items():
+        counts: Counter[str] = Counter()
+        cursor: str | None = None
+        while True:
+            params: dict[str, Any] = {"sessionKey": key, "limit": 1000}
+            if cursor is not None:
+                params["cursor"] = cursor
+            page = await _call(client, "chat.history", params)
+            for message in page["messages"]:
+                if message.get("role") == "user" and message.get("idempotencyKey"):
+                    counts[message["idempotencyKey"]] += 1
+            if not page.get("hasMore"):
+                break
+            cursor = page["cursor"]
+        for idem in sent:
+            if counts[idem] != 1:
+                duplicates.append(f"{key} {idem}: in the transcript {counts[idem]} times")
+        for idem, count in counts.items():
+            if idem not in sent:
+                duplicates.append(f"{key} {idem}: in the transcript but never sent ({count})")
+    return duplicates
+
+
+async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
+    rand = random.Random(args.seed)
+    keys = [f"agent:main:soak-{i:04d}" for i in range(args.sessions)]
+    totals = Totals()
+    stop = asyncio.Event()
+    drivers = [GatewayClient(daemon.url, token=daemon.token, caps=()) for _ in range(args.drivers)]
+    probe = GatewayClient(daemon.url, token=daemon.token, caps=())
+    for client in [*drivers, probe]:
+        await client.connect()
+    try:
+        for n, key in enumerate(keys):
+            await _call(drivers[n % len(drivers)], "sessions.create", {"key": key})
+        idle_lag, idle_rtt = await _idle_baseline(daemon, probe, args.idle_s)
+
+        watchers = [Watcher(i, rand.sample(keys, min(args.follow, len(keys)))) for i in range(args.watchers)]
+        started = time.monotonic()
+        duration = args.minutes * 60
+        tasks = [
+            asyncio.create_task(
+                _drive(drivers[n % len(drivers)], key, totals, stop, random.Random(f"{args.seed}:{key}"), args.think)
+            )
+            for n, key in enumerate(keys)
+        ]
+        tasks += [
+            asyncio.create_task(_watch(daemon, w, stop, random.Random(f"{args.seed}:w{w.index}"))) for w in watchers
+        ]
+        samples: list[Sample] = []
+        while time.monotonic() - started < duration:
+            samples.append(await _sample(daemon, probe, started))
+            if args.verbose:
+                s = samples[-1]
+                print(
+                    f"t={s.t:6.0f}s rss={s.rss_mib:6.1f}MiB fds={s.fds} lag p99={s.lag['p99Ms']}ms "
+                    f"rtt={s.rtt_ms:.0f}ms runs={totals.runs} in flight={s.runs_in_flight}",
+                    file=sys.stderr,
+                )
+            await asyncio.sleep(args.sample_s)
+        stop.set()
+        await asyncio.gather(*tasks)
+        elapsed = time.monotonic() - started
+        final = await _sample(daemon, probe, started)
+
+        last_seqs = {key: int((await _call(probe, "sessions.describe", {"key": key}))["lastSeq"]) for key in keys}
+        await asyncio.gather(*(_catch_up(daemon, w, last_seqs, timeout=60) for w in watchers))
+        lost = [p for w in watchers for p in w.problems]
+        duplicates = list(totals.duplicate_answers)
+        duplicates += await _verify_transcripts(probe, totals)
+        seen_runs: Counter[str] = Counter()
+        for w in watchers:
+            for run, count in w.finished_runs.items():
+                seen_runs[run] = max(seen_runs[run], count)
+        duplicates += [f"run {run} finished {n} times" for run, n in seen_runs.items() if n > 1]
+    finally:
+        for client in [*drivers, probe]:
+            await client.aclose()
+
+    warm = max(1, len(samples) // 5)
+    steady = samples[warm:] or samples
+    lag_p99 = histogram_percentile(steady[0].lag["histogram"], final.lag["histogram"], 0.99)
+    return {
+        "minutes": args.minutes,
+        "elapsed_s": round(elapsed, 1),
+        "sessions": args.sessions,
+        "watchers": args.watchers,
+        "runs": totals.runs,
+        "retries": totals.retries,
+        "failed_runs": totals.failed,
+        "events_received": sum(w.received for w in watchers),
+        "reconnects": sum(w.reconnects for w in watchers),
+        "lost": lost,
+        "duplicates": duplicates,
+        "rss_warm_mib": round(steady[0].rss_mib, 1),
+        "rss_end_mib": round(final.rss_mib, 1),
+        "rss_max_mib": round(max(s.rss_mib for s in samples + [final]), 1),
+        "rss_slope_mib_per_h": round(_slope_per_hour([(s.t, s.rss_mib) for s in steady + [final]]), 2),
+        "fds_warm": steady[0].fds,
+        "fds_end": final.fds,
+        "lag_p99_ms": lag_p99 if lag_p99 is not None else float("nan"),
+        "lag_window_p99_max_ms": max(s.lag["p99Ms"] for s in steady),
+        "lag_max_ms": final.lag["maxSinceStartMs"],
+        "lag_idle_p99_ms": idle_lag,
+        "rtt_p99_ms": round(percentile([s.rtt_ms for s in steady], 0.99), 1),
+        "rtt_idle_p99_ms": round(idle_rtt, 1),
+        "samples": [asdict(s) | {"lag": s.lag["p99Ms"]} for s in samples],
+    }
+
+
+def rows(result: dict[str, Any]) -> list[Row]:
+    setting = f"{result['sessions']} sessions, {result['watchers']} watchers, {result['minutes']:g} min"
+    nan = float("nan")
+    return [
+        Row("daemon RSS at the end", setting, result["rss_end_mib"], "MiB", "after warm-up", result["rss_warm_mib"]),
+        Row("RSS slope after warm-up", setting, result["rss_slope_mib_per_h"], "MiB/h", "-", nan),
+        Row("open FDs at the end", setting, result["fds_end"], "", "after warm-up", result["fds_warm"]),
+        Row("event-loop lag p99", setting, result["lag_p99_ms"], "ms", "idle", result["lag_idle_p99_ms"]),
+        Row("health round trip p99", setting, result["rtt_p99_ms"], "ms", "idle", result["rtt_idle_p99_ms"]),
+        Row("events lost", setting, len(result["lost"]), "events", "-", nan),
+        Row("duplicate runs", setting, len(result["duplicates"]), "", "-", nan),
+    ]
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN: unknown numbers become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--watchers", type=int, default=50)
+    parser.add_argument("--follow", type=int, default=8, help="sessions each watcher follows")
+    parser.add_argument("--drivers", type=int, default=8, help="connections the sessions are driven over")
+    parser.add_argument("--think", type=float, nargs=2, default=(2.0, 10.0), metavar=("MIN", "MAX"))
+    parser.add_argument("--sample-s", type=float, default=None, help="default: 5 (2 when under 5 minutes)")
+    parser.add_argument("--idle-s", type=float, default=5.0)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--json", type=Path, help="also write the results (with every sample) here")
+    parser.add_argument("--verbose", action="store_true", help="print each sample to stderr")
+    args = parser.parse_args(argv)
+    if args.sample_s is None:
+        args.sample_s = 2.0 if args.minutes < 5 else 5.0
+    args.think = tuple(args.think)
+    with gateway_daemon(env=ENV) as daemon:
+        result = asyncio.run(soak(args, daemon))
+    print(render(rows(result)))
+    print(
+        f"\n({result['runs']:,} runs ({result['retries']} retried sends), {result['events_received']:,} events "
+        f"to watchers over {result['reconnects']} reconnects in {result['elapsed_s']:.0f} s; worst lag "
+        f"{result['lag_max_ms']:.0f} ms; ratios compare with a baseline from this same run)"
+    )
+    if args.json is not None:
+        args.json.write_text(json.dumps(_finite(result), indent=1))
+    problems = [*result["lost"], *result["duplicates"], *result["failed_runs"]]
+    for problem in problems[:20]:
+        print(f"PROBLEM: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
