@@ -706,11 +706,21 @@ class Store:
         and encoded first; a failure anywhere (the errors of `append_entries`, `append_events`,
         `set_status`) leaves the whole batch unwritten.
         """
-        plan = []
+        # Items of one session are merged (in order) so each session costs one entries insert,
+        # one events insert and one last_seq update per batch, however many items it queued.
+        merged: dict[str, tuple[list[NewEntry], list[NewEvent], list[str], dict[str, Any]]] = {}
         for session_id, new_entries, new_events, fields in items:
+            slot = merged.setdefault(session_id, ([], [], [], {}))
+            slot[0].extend(new_entries)
+            slot[1].extend(new_events)
             changes = dict(fields or {})
             status = changes.pop("status", None)
-            target = None if status is None else rows.parse(SessionStatus, status, "session status")
+            if status is not None:
+                slot[2].append(status)
+            slot[3].update(changes)
+        plan = []
+        for session_id, (new_entries, new_events, statuses, changes) in merged.items():
+            targets = [rows.parse(SessionStatus, status, "session status") for status in statuses]
             plan.append(
                 (
                     session_id,
@@ -718,17 +728,17 @@ class Store:
                     new_events,
                     _check_contiguous(session_id, new_events),
                     _settings(changes),
-                    target,
+                    targets,
                 )
             )
         async with self._db.write() as conn:
             now = self._clock()
-            for session_id, prepared, new_events, payloads, values, target in plan:
+            for session_id, prepared, new_events, payloads, values, targets in plan:
                 if prepared.items:
                     await self._append_entries(conn, session_id, prepared, now)
                 if new_events:
                     await self._append_events(conn, session_id, new_events, payloads, now)
-                if target is not None:
+                for target in targets:
                     await self._transition(conn, session_id, target, None, same_ok=True)
                 if values:
                     statement = update(sessions).where(sessions.c.id == session_id)
