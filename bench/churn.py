@@ -142,7 +142,9 @@ def rows(before: Usage, after: Usage, times: list[float], cycles: int) -> list[R
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("-n", "--cycles", type=int, default=10_000)
     parser.add_argument("--quick", action="store_true", help="300 cycles")
     parser.add_argument("--concurrency", type=int, default=8)
@@ -153,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     with gateway_daemon() as daemon:
         before, after, times, elapsed = asyncio.run(measure(daemon, cycles, args.concurrency))
     print(render(rows(before, after, times, cycles)))
-    print(f"\n({cycles:,} cycles in {elapsed:.1f} s, {cycles / elapsed:,.0f}/s; ratios compare with a baseline from this same run)")
+    print(
+        f"\n({cycles:,} cycles in {elapsed:.1f} s, {cycles / elapsed:,.0f}/s; ratios compare with a baseline from this same run)"
+    )
     problems = []
     if after.fds > before.fds + args.fd_slack:
         problems.append(f"open descriptors grew from {before.fds} to {after.fds}")

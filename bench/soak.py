@@ -25,7 +25,8 @@ follows, and every session's transcript is read: each idempotency key's message 
 exactly once and its run must have ended `ok`.
 
 Rows (baselines from the same run): RSS at the end vs after warm-up (the first fifth of the run);
-RSS slope after warm-up (least squares, MiB per hour); open FDs at the end vs after warm-up;
+RSS slope after warm-up (least squares, MiB per hour); open FDs once the watchers left vs before
+the load (same connections open);
 event-loop lag p99 under load vs idle (histogram buckets: 1, 2, 5, 10, 20, 50 ... ms); `health`
 round trip p99 under load vs idle; events lost; duplicate runs. Exits 1 when an event was lost, a
 run was duplicated or failed.
@@ -98,7 +99,12 @@ async def _call(client: GatewayClient, method: str, params: dict[str, Any], *, t
 
 
 async def _drive(
-    client: GatewayClient, key: str, totals: Totals, stop: asyncio.Event, rand: random.Random, think: tuple[float, float]
+    client: GatewayClient,
+    key: str,
+    totals: Totals,
+    stop: asyncio.Event,
+    rand: random.Random,
+    think: tuple[float, float],
 ) -> None:
     await asyncio.sleep(rand.uniform(0, think[1]))
     n = 0
@@ -300,18 +306,27 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
         for n, key in enumerate(keys):
             await _call(drivers[n % len(drivers)], "sessions.create", {"key": key})
         idle_lag, idle_rtt = await _idle_baseline(daemon, probe, args.idle_s)
+        fds_idle = psutil.Process(daemon.pid).num_fds()
 
         watchers = [Watcher(i, rand.sample(keys, min(args.follow, len(keys)))) for i in range(args.watchers)]
         started = time.monotonic()
         duration = args.minutes * 60
         tasks = [
             asyncio.create_task(
-                _drive(drivers[n % len(drivers)], key, totals, stop, random.Random(f"{args.seed}:{key}"), args.think)
+                _drive(
+                    drivers[n % len(drivers)],
+                    key,
+                    totals,
+                    stop,
+                    random.Random(f"{args.seed}:{key}"),
+                    args.think,
+                )
             )
             for n, key in enumerate(keys)
         ]
         tasks += [
-            asyncio.create_task(_watch(daemon, w, stop, random.Random(f"{args.seed}:w{w.index}"))) for w in watchers
+            asyncio.create_task(_watch(daemon, w, stop, random.Random(f"{args.seed}:w{w.index}")))
+            for w in watchers
         ]
         samples: list[Sample] = []
         while time.monotonic() - started < duration:
@@ -329,7 +344,9 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
         elapsed = time.monotonic() - started
         final = await _sample(daemon, probe, started)
 
-        last_seqs = {key: int((await _call(probe, "sessions.describe", {"key": key}))["lastSeq"]) for key in keys}
+        last_seqs = {
+            key: int((await _call(probe, "sessions.describe", {"key": key}))["lastSeq"]) for key in keys
+        }
         await asyncio.gather(*(_catch_up(daemon, w, last_seqs, timeout=60) for w in watchers))
         lost = [p for w in watchers for p in w.problems]
         duplicates = list(totals.duplicate_answers)
@@ -339,6 +356,12 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
             for run, count in w.finished_runs.items():
                 seen_runs[run] = max(seen_runs[run], count)
         duplicates += [f"run {run} finished {n} times" for run, n in seen_runs.items() if n > 1]
+        # Back to the idle connections (drivers and probe): what is left open is left over.
+        deadline = time.monotonic() + 15
+        while (await probe.call("status"))["connections"] > len(drivers) + 1 and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(1.0)
+        fds_after = psutil.Process(daemon.pid).num_fds()
     finally:
         for client in [*drivers, probe]:
             await client.aclose()
@@ -362,8 +385,9 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
         "rss_end_mib": round(final.rss_mib, 1),
         "rss_max_mib": round(max(s.rss_mib for s in samples + [final]), 1),
         "rss_slope_mib_per_h": round(_slope_per_hour([(s.t, s.rss_mib) for s in steady + [final]]), 2),
-        "fds_warm": steady[0].fds,
-        "fds_end": final.fds,
+        "fds_idle": fds_idle,
+        "fds_after": fds_after,
+        "fds_max": max(s.fds for s in samples),
         "lag_p99_ms": lag_p99 if lag_p99 is not None else float("nan"),
         "lag_window_p99_max_ms": max(s.lag["p99Ms"] for s in steady),
         "lag_max_ms": final.lag["maxSinceStartMs"],
@@ -378,9 +402,23 @@ def rows(result: dict[str, Any]) -> list[Row]:
     setting = f"{result['sessions']} sessions, {result['watchers']} watchers, {result['minutes']:g} min"
     nan = float("nan")
     return [
-        Row("daemon RSS at the end", setting, result["rss_end_mib"], "MiB", "after warm-up", result["rss_warm_mib"]),
+        Row(
+            "daemon RSS at the end",
+            setting,
+            result["rss_end_mib"],
+            "MiB",
+            "after warm-up",
+            result["rss_warm_mib"],
+        ),
         Row("RSS slope after warm-up", setting, result["rss_slope_mib_per_h"], "MiB/h", "-", nan),
-        Row("open FDs at the end", setting, result["fds_end"], "", "after warm-up", result["fds_warm"]),
+        Row(
+            "open FDs once clients left",
+            setting,
+            result["fds_after"],
+            "",
+            "idle, before the load",
+            result["fds_idle"],
+        ),
         Row("event-loop lag p99", setting, result["lag_p99_ms"], "ms", "idle", result["lag_idle_p99_ms"]),
         Row("health round trip p99", setting, result["rtt_p99_ms"], "ms", "idle", result["rtt_idle_p99_ms"]),
         Row("events lost", setting, len(result["lost"]), "events", "-", nan),
@@ -400,7 +438,9 @@ def _finite(value: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--watchers", type=int, default=50)

@@ -129,7 +129,7 @@ async def serve_connection(ws: WebSocket, state: GatewayState) -> None:
         conn = await _handshake(ws, state, outlet, nonce, remote)
         if conn is None:
             return
-        state.hub.outlets[conn_id] = outlet
+        state.hub.register(outlet)
         state.on_connect(conn)
         await _request_loop(ws, state, conn, tasks)
     except WebSocketDisconnect:

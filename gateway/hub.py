@@ -68,6 +68,52 @@ def encode_event(event: str, payload: Any, *, droppable: bool = False, state_ver
     return Frame(head, droppable)
 
 
+class _TrackedDict(dict[str, int]):
+    """`{session id: last sessionSeq}` that reports which keys come and go (for the hub's index)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_change: Callable[[str], None] | None = None
+
+    def __setitem__(self, key: str, value: int) -> None:
+        new = key not in self
+        super().__setitem__(key, value)
+        if new and self.on_change is not None:
+            self.on_change(key)
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        if self.on_change is not None:
+            self.on_change(key)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        had = key in self
+        value = super().pop(key, *default)
+        if had and self.on_change is not None:
+            self.on_change(key)
+        return value
+
+
+class _TrackedSet(set[str]):
+    """A set of session ids that reports additions and removals (for the hub's index)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_change: Callable[[str], None] | None = None
+
+    def add(self, key: str) -> None:
+        new = key not in self
+        super().add(key)
+        if new and self.on_change is not None:
+            self.on_change(key)
+
+    def discard(self, key: object) -> None:
+        had = key in self
+        super().discard(key)
+        if had and isinstance(key, str) and self.on_change is not None:
+            self.on_change(key)
+
+
 @dataclass(eq=False)
 class Outlet:
     """One connection's side of the hub: its seq counter, buffer, writer and subscriptions."""
@@ -82,11 +128,11 @@ class Outlet:
     dropped: int = 0
     closed: bool = False
     queue: deque[str] = field(default_factory=deque)
-    event_sessions: dict[str, int] = field(default_factory=dict)
+    event_sessions: dict[str, int] = field(default_factory=_TrackedDict)
     """Sessions this connection follows natively -> highest sessionSeq already delivered."""
     held: dict[str, list[tuple[int, Frame]]] = field(default_factory=dict)
     """Live native events held back while a resume replay for that session is in progress."""
-    message_sessions: set[str] = field(default_factory=set)
+    message_sessions: set[str] = field(default_factory=_TrackedSet)
     sessions_list: bool = False
     close_code: int | None = None
     """Why the hub closed the connection (1008 slow consumer, ...); None while open."""
@@ -201,16 +247,52 @@ class Hub:
         self.delivered = 0
         self.slow_consumers = 0
         """Connections closed because they fell too far behind (since start)."""
+        # Indexes, so routing an event costs O(its recipients), not O(all connections):
+        # session id -> outlets following it (native events or messages), and the readers that
+        # get every session's `agent`/`chat` frames (no `session-scoped-events` cap).
+        self._followers: dict[str, dict[str, Outlet]] = {}
+        self._all_sessions_readers: dict[str, Outlet] = {}
 
     def add(self, outlet: Outlet) -> None:
-        self.outlets[outlet.conn_id] = outlet
+        self.register(outlet)
         outlet.start()
 
+    def register(self, outlet: Outlet) -> None:
+        """Make an authenticated outlet reachable by events (its writer is already running)."""
+        self.outlets[outlet.conn_id] = outlet
+        if "operator.read" in outlet.scopes and "session-scoped-events" not in outlet.caps:
+            self._all_sessions_readers[outlet.conn_id] = outlet
+        for container in (outlet.event_sessions, outlet.message_sessions):
+            if isinstance(container, _TrackedDict | _TrackedSet):
+                container.on_change = lambda sid, o=outlet: self._reindex(o, sid)
+        for session_id in set(outlet.event_sessions) | set(outlet.message_sessions):
+            self._reindex(outlet, session_id)
+
+    def _reindex(self, outlet: Outlet, session_id: str) -> None:
+        following = session_id in outlet.event_sessions or session_id in outlet.message_sessions
+        bucket = self._followers.get(session_id)
+        if following and outlet.conn_id in self.outlets:
+            if bucket is None:
+                bucket = self._followers[session_id] = {}
+            bucket[outlet.conn_id] = outlet
+        elif bucket is not None:
+            bucket.pop(outlet.conn_id, None)
+            if not bucket:
+                del self._followers[session_id]
+
     def remove(self, conn_id: str) -> Outlet | None:
-        return self.outlets.pop(conn_id, None)
+        outlet = self.outlets.pop(conn_id, None)
+        self._all_sessions_readers.pop(conn_id, None)
+        if outlet is not None:
+            for session_id in set(outlet.event_sessions) | set(outlet.message_sessions):
+                self._reindex(outlet, session_id)
+        return outlet
 
     def __len__(self) -> int:
         return len(self.outlets)
+
+    def followers(self, session_id: str) -> int:
+        return len(self._followers.get(session_id, ()))
 
     def broadcast(self, frame: Frame, *, scope: str | None = None) -> None:
         for outlet in list(self.outlets.values()):
@@ -219,7 +301,10 @@ class Hub:
 
     def session_native(self, session_id: str, session_seq: int, frame: Frame) -> None:
         """A durable `session.*` event: to every connection following the session."""
-        for outlet in list(self.outlets.values()):
+        bucket = self._followers.get(session_id)
+        if not bucket:
+            return
+        for outlet in list(bucket.values()):
             last = outlet.event_sessions.get(session_id)
             if last is None:
                 continue
@@ -234,20 +319,25 @@ class Hub:
             self.delivered += 1
 
     def openclaw_stream(self, session_id: str, frame: Frame, *, tool: bool = False) -> None:
-        """`agent`/`chat` frames: every reader, or only subscribers for session-scoped clients."""
-        for outlet in list(self.outlets.values()):
-            if "operator.read" not in outlet.scopes:
+        """`agent`/`chat` frames: every reader, or only subscribers for session-scoped clients.
+        A connection that declared the cap `native-events-only` gets none (it follows the
+        native `session.*` stream, which carries the same information)."""
+        bucket = self._followers.get(session_id)
+        recipients = dict(self._all_sessions_readers)
+        if bucket:
+            recipients.update(bucket)
+        for outlet in list(recipients.values()):
+            if "operator.read" not in outlet.scopes or "native-events-only" in outlet.caps:
                 continue
             if tool and "tool-events" not in outlet.caps:
-                continue
-            if "session-scoped-events" in outlet.caps and not (
-                session_id in outlet.message_sessions or session_id in outlet.event_sessions
-            ):
                 continue
             outlet.send_event(frame)
 
     def session_message(self, session_id: str, frame: Frame) -> None:
-        for outlet in list(self.outlets.values()):
+        bucket = self._followers.get(session_id)
+        if not bucket:
+            return
+        for outlet in list(bucket.values()):
             if session_id in outlet.message_sessions:
                 outlet.send_event(frame)
 

@@ -300,6 +300,10 @@ class RunDriver:
                 task.cancel()
             await asyncio.gather(watchdog, *run.pumps, return_exceptions=True)
             unsubscribe()
+            # The next run rebuilds its context from the database: an idle live session must not
+            # hold on to its last context (up to a context window of messages) until evicted.
+            agent.state.messages = []
+            agent.state.tools = []
         if prompt.cancelled():
             run.hard_stopped = True
         elif (error := prompt.exception()) is not None:

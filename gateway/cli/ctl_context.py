@@ -21,7 +21,7 @@ from gateway.client import CallError, ConnectError, GatewayClient, GatewayUnreac
 
 CLIENT_ID = "gatewayctl"
 SCOPES = ("operator.read", "operator.write", "operator.admin")
-CAPS = ("session-scoped-events",)
+CAPS = ("session-scoped-events", "native-events-only")
 """Only events of the sessions this connection subscribes to (not every session's `agent`/`chat`)."""
 
 

@@ -226,7 +226,7 @@ export class GatewayConnection {
       client: this.client,
       role: "operator",
       scopes: ["operator.read", "operator.write", "operator.admin"],
-      caps: ["session-scoped-events", "tool-events"],
+      caps: ["session-scoped-events", "tool-events", "native-events-only"],
       auth,
     };
     this._send("connect", params, CHALLENGE_TIMEOUT_MS).then(

@@ -68,7 +68,9 @@ async def test_wrong_or_missing_token_is_refused(daemon: Daemon) -> None:
     wrong = await _refused(daemon, token=daemon.token[:-1] + ("A" if daemon.token[-1] != "A" else "B"))
     assert wrong.code == "INVALID_REQUEST" and wrong.details["code"] == "AUTH_TOKEN_MISMATCH", wrong.details
     missing = await _refused(daemon)
-    assert missing.code == "INVALID_REQUEST" and missing.details["code"] == "AUTH_TOKEN_MISSING", missing.details
+    assert missing.code == "INVALID_REQUEST" and missing.details["code"] == "AUTH_TOKEN_MISSING", (
+        missing.details
+    )
     password = await _refused(daemon, password="not-the-secret")
     assert password.details["code"] in ("AUTH_TOKEN_MISMATCH", "AUTH_PASSWORD_MISMATCH"), password.details
 
@@ -132,7 +134,11 @@ async def test_browser_connection_from_another_origin_is_refused(daemon: Daemon,
 def _slack_request(body: bytes, timestamp: int, secret: str = SLACK_SECRET) -> dict[str, str]:
     base = b"v0:" + str(timestamp).encode() + b":" + body
     signature = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
-    return {"x-slack-request-timestamp": str(timestamp), "x-slack-signature": signature, "content-type": "application/json"}
+    return {
+        "x-slack-request-timestamp": str(timestamp),
+        "x-slack-signature": signature,
+        "content-type": "application/json",
+    }
 
 
 async def test_replayed_or_forged_slack_webhook_is_refused(daemon: Daemon) -> None:
@@ -146,7 +152,9 @@ async def test_replayed_or_forged_slack_webhook_is_refused(daemon: Daemon) -> No
         assert stale.status_code == 401, stale.text
         future = await http.post(url, content=body, headers=_slack_request(body, now + 360))
         assert future.status_code == 401, future.text
-        tampered = await http.post(url, content=body.replace(b"c-123", b"c-999"), headers=_slack_request(body, now))
+        tampered = await http.post(
+            url, content=body.replace(b"c-123", b"c-999"), headers=_slack_request(body, now)
+        )
         assert tampered.status_code == 401, tampered.text
         forged = await http.post(url, content=body, headers=_slack_request(body, now, secret="guessed"))
         assert forged.status_code == 401, forged.text
@@ -156,7 +164,11 @@ async def test_replayed_or_forged_slack_webhook_is_refused(daemon: Daemon) -> No
 
 def _discord_request(body: bytes, timestamp: int, key: Ed25519PrivateKey = DISCORD_KEY) -> dict[str, str]:
     signature = key.sign(str(timestamp).encode() + body).hex()
-    return {"x-signature-ed25519": signature, "x-signature-timestamp": str(timestamp), "content-type": "application/json"}
+    return {
+        "x-signature-ed25519": signature,
+        "x-signature-timestamp": str(timestamp),
+        "content-type": "application/json",
+    }
 
 
 async def test_replayed_or_forged_discord_interaction_is_refused(daemon: Daemon) -> None:
@@ -168,16 +180,21 @@ async def test_replayed_or_forged_discord_interaction_is_refused(daemon: Daemon)
         assert fresh.status_code == 200 and fresh.json() == {"type": 1}, fresh.text
         replayed = await http.post(url, content=body, headers=_discord_request(body, now - 3600))
         assert replayed.status_code == 401, "a signed interaction captured an hour ago was accepted"
-        tampered = await http.post(url, content=body.replace(b"ping-1", b"ping-2"), headers=_discord_request(body, now))
+        tampered = await http.post(
+            url, content=body.replace(b"ping-1", b"ping-2"), headers=_discord_request(body, now)
+        )
         assert tampered.status_code == 401, tampered.text
-        forged = await http.post(url, content=body, headers=_discord_request(body, now, key=Ed25519PrivateKey.generate()))
+        forged = await http.post(
+            url, content=body, headers=_discord_request(body, now, key=Ed25519PrivateKey.generate())
+        )
         assert forged.status_code == 401, forged.text
 
 
 async def test_repeated_auth_failures_lock_the_address_out_then_let_it_back(gateway_home: Path) -> None:
     lockout_s = 3.0
     daemon = start_daemon(
-        gateway_home, config=f"[gateway]\nauth_max_failures = 3\nauth_failure_window_s = 60\nauth_lockout_s = {lockout_s}\n"
+        gateway_home,
+        config=f"[gateway]\nauth_max_failures = 3\nauth_failure_window_s = 60\nauth_lockout_s = {lockout_s}\n",
     )
     try:
         for _ in range(3):
@@ -198,4 +215,3 @@ async def test_repeated_auth_failures_lock_the_address_out_then_let_it_back(gate
             assert (await client.call("health"))["ok"]
     finally:
         daemon.stop()
-

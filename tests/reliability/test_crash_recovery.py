@@ -145,17 +145,28 @@ async def _start_run(pump: Pump, plan: Plan) -> None:
     command = DRIVER_COMMAND if plan.driver else COMPANION_COMMAND
     sent = await client.call(
         "chat.send",
-        {"sessionKey": plan.key, "message": tool_message("bash", {"command": command}), "idempotencyKey": plan.main},
+        {
+            "sessionKey": plan.key,
+            "message": tool_message("bash", {"command": command}),
+            "idempotencyKey": plan.main,
+        },
     )
     assert sent["status"] == "started", sent
     await pump.wait(lambda: follower.last_seq > base, timeout=10, what=f"the first event of {plan.main}")
     queued = await client.call(
         "chat.send",
-        {"sessionKey": plan.key, "message": f"follow-up {plan.follow}", "idempotencyKey": plan.follow, "queueMode": "followup"},
+        {
+            "sessionKey": plan.key,
+            "message": f"follow-up {plan.follow}",
+            "idempotencyKey": plan.follow,
+            "queueMode": "followup",
+        },
     )
     assert queued["status"] == "started", queued
     if plan.driver:
-        await pump.wait(lambda: follower.last_seq >= base + plan.kill_after, timeout=10, what="the kill event")
+        await pump.wait(
+            lambda: follower.last_seq >= base + plan.kill_after, timeout=10, what="the kill event"
+        )
 
 
 async def _run_and_kill(daemon: Daemon, pump: Pump, cycle: Cycle) -> None:
@@ -180,7 +191,9 @@ async def _verify(daemon: Daemon, pump: Pump, cycle: Cycle, plan: Plan, cuts: Co
     for idem in (plan.main, plan.follow):
         waited = await client.call("agent.wait", {"runId": idem, "timeoutMs": 20_000}, timeout=30)
         assert waited["status"] in ("ok", "aborted"), (where, idem, waited)
-        again = await client.call("chat.send", {"sessionKey": key, "message": "again", "idempotencyKey": idem})
+        again = await client.call(
+            "chat.send", {"sessionKey": key, "message": "again", "idempotencyKey": idem}
+        )
         assert again["status"] == waited["status"], (where, idem, waited, again)
         outcomes[idem] = waited["status"]
 
@@ -200,10 +213,16 @@ async def _verify(daemon: Daemon, pump: Pump, cycle: Cycle, plan: Plan, cuts: Co
         f"{where}: transcript and event log disagree"
     )
     assert len(set(entry_ids)) == len(entry_ids), f"{where}: a message is in the transcript twice"
-    assert follower.messages == transcript, f"{where}: the resuming client's transcript differs from the database"
+    assert follower.messages == transcript, (
+        f"{where}: the resuming client's transcript differs from the database"
+    )
 
-    finished = [e for e in log if e["name"] == "agent.finished" and e.get("terminationReason") == "interrupted"]
-    ending = next(i for i, e in enumerate(log) if e["name"] == "agent.finished" and e.get("runId") == plan.main)
+    finished = [
+        e for e in log if e["name"] == "agent.finished" and e.get("terminationReason") == "interrupted"
+    ]
+    ending = next(
+        i for i, e in enumerate(log) if e["name"] == "agent.finished" and e.get("runId") == plan.main
+    )
     cut = log[ending]["terminationReason"] == "interrupted"
     cuts[key] += cut
     assert len(finished) == cuts[key], (where, [e.get("runId") for e in finished])
@@ -212,7 +231,9 @@ async def _verify(daemon: Daemon, pump: Pump, cycle: Cycle, plan: Plan, cuts: Co
     cut_position = len(transcript)
     if cut:
         # Closed once, with an aborted reply that holds what was streamed before the kill.
-        assert log[ending + 1]["name"] == "status.changed" and log[ending + 1]["status"] == "interrupted", where
+        assert log[ending + 1]["name"] == "status.changed" and log[ending + 1]["status"] == "interrupted", (
+            where
+        )
         closing = log[ending - 1]
         assert closing["name"] == "message.completed", (where, closing)
         reply = closing["message"]
@@ -221,7 +242,9 @@ async def _verify(daemon: Daemon, pump: Pump, cycle: Cycle, plan: Plan, cuts: Co
         streamed = "".join(
             e["delta"]
             for e in log[:ending]
-            if e["name"] == "message.delta" and e.get("messageId") == closing["messageId"] and e["kind"] == "text"
+            if e["name"] == "message.delta"
+            and e.get("messageId") == closing["messageId"]
+            and e["kind"] == "text"
         )
         assert text_of(reply) == streamed, f"{where}: the cut-off reply lost streamed text"
         cut_position = entry_ids.index(closing["messageId"])
@@ -249,7 +272,9 @@ async def _verify(daemon: Daemon, pump: Pump, cycle: Cycle, plan: Plan, cuts: Co
     return cut
 
 
-async def test_sigkill_at_random_points_of_streamed_runs_loses_and_repeats_nothing(gateway_home: Path) -> None:
+async def test_sigkill_at_random_points_of_streamed_runs_loses_and_repeats_nothing(
+    gateway_home: Path,
+) -> None:
     rand = rng("crash")
     cycles = []
     for i in range(RESTARTS):

@@ -64,7 +64,9 @@ async def _retry(client: GatewayClient, method: str, params: dict[str, Any], *, 
             await asyncio.sleep((exc.retry_after_ms or 200) / 1000)
 
 
-async def test_database_locked_by_another_process_answers_unavailable_then_recovers(gateway_home: Path) -> None:
+async def test_database_locked_by_another_process_answers_unavailable_then_recovers(
+    gateway_home: Path,
+) -> None:
     daemon = start_daemon(
         gateway_home,
         config=f"[database]\nbusy_timeout_ms = {BUSY_TIMEOUT_MS}\n",
@@ -75,7 +77,9 @@ async def test_database_locked_by_another_process_answers_unavailable_then_recov
         async with connected(daemon) as client:
             await client.call("sessions.create", {"key": streaming})
             await client.call("sessions.events.subscribe", {"key": streaming, "afterSeq": 0})
-            await client.call("chat.send", {"sessionKey": streaming, "message": "!long 150", "idempotencyKey": "long"})
+            await client.call(
+                "chat.send", {"sessionKey": streaming, "message": "!long 150", "idempotencyKey": "long"}
+            )
             while True:  # lock only once the reply streams
                 frame = await client.next_event(timeout=10)
                 assert frame is not None
@@ -92,7 +96,9 @@ async def test_database_locked_by_another_process_answers_unavailable_then_recov
 
             answers = [
                 await _refused_while_locked(
-                    client, "chat.send", {"sessionKey": late, "message": "written later", "idempotencyKey": "late"}
+                    client,
+                    "chat.send",
+                    {"sessionKey": late, "message": "written later", "idempotencyKey": "late"},
                 ),
                 await _refused_while_locked(client, "sessions.create", {"key": "agent:main:created-later"}),
                 await _refused_while_locked(client, "sessions.patch", {"key": streaming, "label": "renamed"}),
@@ -109,7 +115,10 @@ async def test_database_locked_by_another_process_answers_unavailable_then_recov
 
             # Once the lock clears, the same requests go through (the key was never recorded).
             sent = await _retry(
-                client, "chat.send", {"sessionKey": late, "message": "written later", "idempotencyKey": "late"}, within=10
+                client,
+                "chat.send",
+                {"sessionKey": late, "message": "written later", "idempotencyKey": "late"},
+                within=10,
             )
             assert sent["status"] == "started", sent
             await _retry(client, "sessions.create", {"key": "agent:main:created-later"}, within=10)

@@ -99,7 +99,7 @@ JSON_ATOMS = [None, True, 0, -1, 2**63, 1.5, "", "x", [], {}, [1, "a"], {"k": No
 def _value(r: random.Random, depth: int = 0) -> Any:
     pick = r.random()
     if depth > 3 or pick < 0.5:
-        return r.choice(JSON_ATOMS + ["".join(r.choice("ab é😀\\\"{}") for _ in range(r.randint(0, 12)))])
+        return r.choice(JSON_ATOMS + ["".join(r.choice('ab é😀\\"{}') for _ in range(r.randint(0, 12)))])
     if pick < 0.75:
         return [_value(r, depth + 1) for _ in range(r.randint(0, 4))]
     return {r.choice(["key", "sessionKey", "message", "limit", "afterSeq", "x"]): _value(r, depth + 1)
@@ -113,13 +113,19 @@ def preauth_frame(r: random.Random) -> tuple[str | bytes, tuple[Any, ...]]:
     if kind == "binary":
         return bytes([0xFF, 0xFE, r.randint(0x80, 0xBF)]) + r.randbytes(r.randint(0, 40)), ("close", {1000})
     if kind == "no-id":
-        return json.dumps(r.choice([[], 1, "s", {"type": "req", "method": "connect"}, {"id": ""}])), ("close", {1008})
+        return json.dumps(r.choice([[], 1, "s", {"type": "req", "method": "connect"}, {"id": ""}])), (
+            "close",
+            {1008},
+        )
     if kind == "not-connect":
         method = r.choice([*METHODS, "nope"])
         frame = json.dumps({"type": "req", "id": "p1", "method": method, "params": _value(r)})
         return frame, ("answer", "INVALID_REQUEST", FIRST_FRAME_CONNECT, 1008)
     if kind == "oversize":
-        return json.dumps({"type": "req", "id": "big", "method": "connect", "pad": "x" * PREAUTH_MAX}), ("close", {1009})
+        return json.dumps({"type": "req", "id": "big", "method": "connect", "pad": "x" * PREAUTH_MAX}), (
+            "close",
+            {1009},
+        )
     if kind == "truncated":
         full = connect_frame("secret")
         return full[: r.randint(1, len(full) - 1)], ("close", {1000})
@@ -136,27 +142,44 @@ def session_frame(r: random.Random, token: str) -> tuple[str | bytes, tuple[Any,
     rid = f"f{r.randint(0, 10**9)}"
     if kind == "unknown-method":
         method = "".join(r.choice("abc.") for _ in range(r.randint(1, 20))) + ".zz"
-        return json.dumps({"type": "req", "id": rid, "method": method}), ("answer", "INVALID_REQUEST", f"unknown method: {method}", None)
+        return json.dumps({"type": "req", "id": rid, "method": method}), (
+            "answer",
+            "INVALID_REQUEST",
+            f"unknown method: {method}",
+            None,
+        )
     if kind == "mistyped-params":
         method = r.choice(sorted(METHODS))
-        params = _value(r) if r.random() < 0.5 else {"key": _value(r), "sessionKey": _value(r), "limit": _value(r)}
+        params = (
+            _value(r) if r.random() < 0.5 else {"key": _value(r), "sessionKey": _value(r), "limit": _value(r)}
+        )
         return json.dumps({"type": "req", "id": rid, "method": method, "params": params}), ("handled", rid)
     if kind == "bad-shape":
-        frame = {"id": rid, "type": r.choice(["res", "event", None, 1]), "method": r.choice(["health", None, 3, ""])}
+        frame = {
+            "id": rid,
+            "type": r.choice(["res", "event", None, 1]),
+            "method": r.choice(["health", None, 3, ""]),
+        }
         return json.dumps(frame), ("answer", "INVALID_REQUEST", "invalid request frame: ", None)
     if kind == "second-connect":
         return connect_frame(token).replace('"connect","method"', f'"{rid}","method"'), (
             "answer", "INVALID_REQUEST", "invalid handshake: already connected", None)  # fmt: skip
     if kind == "garbage":
-        return "".join(r.choice("{}[]:,x1\"") for _ in range(r.randint(1, 40))) + "]", ("close", {1008})
+        return "".join(r.choice('{}[]:,x1"') for _ in range(r.randint(1, 40))) + "]", ("close", {1008})
     if kind == "binary":
         return b"\xc3\x28" + r.randbytes(r.randint(0, 30)), ("close", {1008})
     if kind == "oversize":
-        return json.dumps({"type": "req", "id": rid, "method": "health", "pad": "y" * MAX_PAYLOAD}), ("close", {1009})
+        return json.dumps({"type": "req", "id": rid, "method": "health", "pad": "y" * MAX_PAYLOAD}), (
+            "close",
+            {1009},
+        )
     if kind == "surrogate":
         return '{"type":"req","id":"%s","method":"health","params":{"a":"\\udc00"}}' % rid, ("close", {1008})
     if kind == "deep":
-        return '{"type":"req","id":"d","method":"health","params":' + "[" * 50_000 + "]" * 50_000 + "}", ("close", {1008})
+        return '{"type":"req","id":"d","method":"health","params":' + "[" * 50_000 + "]" * 50_000 + "}", (
+            "close",
+            {1008},
+        )
     return '{"type":"req","id":"n","method":"health","params":{"n":' + "7" * 5000 + "}}", ("close", {1008})
 
 
@@ -165,7 +188,9 @@ async def _check(ws: ClientConnection, data: str | bytes, expect: tuple[Any, ...
     await _send(ws, data)
     got = await _next(ws)
     if expect[0] == "close":
-        assert isinstance(got, tuple) and got[0] in expect[1], f"{where}: expected close {expect[1]}, got {got}"
+        assert isinstance(got, tuple) and got[0] in expect[1], (
+            f"{where}: expected close {expect[1]}, got {got}"
+        )
         return False
     assert isinstance(got, dict), f"{where}: expected an answer, got close {got}"
     if expect[0] == "handled":
@@ -218,7 +243,9 @@ async def _bystander(daemon: Daemon, stop: asyncio.Event) -> tuple[list[float], 
         await client.call("sessions.create", {"key": key})
         answer = await client.call("sessions.events.subscribe", {"key": key, "afterSeq": 0})
         follower = Follower(key, session_id=answer["sessionId"])
-        await client.call("chat.send", {"sessionKey": key, "message": "!long 250", "idempotencyKey": "bystander"})
+        await client.call(
+            "chat.send", {"sessionKey": key, "message": "!long 250", "idempotencyKey": "bystander"}
+        )
         while not stop.is_set():
             started = time.monotonic()
             await client.call("health", timeout=10)

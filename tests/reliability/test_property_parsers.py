@@ -143,7 +143,13 @@ def test_frame_parser_size_limit_counts_utf8_bytes_exactly(limit: int, char: str
 
 
 field_names = sorted(
-    {alias for spec in METHODS.values() for f in spec.params.model_fields.values() for alias in (f.alias,) if alias}
+    {
+        alias
+        for spec in METHODS.values()
+        for f in spec.params.model_fields.values()
+        for alias in (f.alias,)
+        if alias
+    }
     | {"key", "sessionKey", "sessionId", "message", "idempotencyKey", "afterSeq", "limit", "runId"}
 )
 params_like = json_values | st.dictionaries(st.sampled_from(field_names), json_values, max_size=6)
@@ -218,7 +224,10 @@ discord_frames = (
     | nasty_text
     | st.fixed_dictionaries(
         {"op": st.sampled_from([0, 1, 7, 9, 10, 11, 99]) | json_values, "d": json_values},
-        optional={"s": json_values, "t": st.sampled_from(["READY", "RESUMED", "MESSAGE_CREATE"]) | json_values},
+        optional={
+            "s": json_values,
+            "t": st.sampled_from(["READY", "RESUMED", "MESSAGE_CREATE"]) | json_values,
+        },
     ).map(json.dumps)
     | st.sampled_from(
         [
@@ -324,7 +333,9 @@ def test_slack_signature_check_refuses_anything_not_signed_with_the_secret(
 
 @SETTINGS
 @given(body=st.binary(max_size=200), skew=st.integers(-1000, 1000), tamper=st.booleans())
-def test_slack_signed_request_is_accepted_only_fresh_and_untouched(body: bytes, skew: int, tamper: bool) -> None:
+def test_slack_signed_request_is_accepted_only_fresh_and_untouched(
+    body: bytes, skew: int, tamper: bool
+) -> None:
     headers = _slack_headers(body, str(NOW + skew))
     sent = body + b"!" if tamper else body
     fresh = abs(skew) <= 300
@@ -384,7 +395,9 @@ def test_discord_signed_interaction_is_refused_outside_the_window(body: bytes, s
 # --- exec mediation ----------------------------------------------------------------------------
 
 shell_text = st.lists(
-    st.sampled_from(list("abcrmfd -/\\\"'`$(){}[]|&;<>*?~!#=\n\t") + ["rm -rf /", "$(", "<(", "bash -c ", "eval "]),
+    st.sampled_from(
+        list("abcrmfd -/\\\"'`$(){}[]|&;<>*?~!#=\n\t") + ["rm -rf /", "$(", "<(", "bash -c ", "eval "]
+    ),
     max_size=60,
 ).map("".join)
 

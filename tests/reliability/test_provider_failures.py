@@ -118,7 +118,9 @@ async def _run(setup: Setup, key: str, *, model: str | None = None) -> tuple[dic
     async with connected(setup.daemon) as client:
         await client.call("sessions.create", {"key": key, **({"model": model} if model else {})})
         started = time.monotonic()
-        sent = await client.call("chat.send", {"sessionKey": key, "message": "hello there", "idempotencyKey": key})
+        sent = await client.call(
+            "chat.send", {"sessionKey": key, "message": "hello there", "idempotencyKey": key}
+        )
         assert sent["status"] == "started", sent
         outcome = await client.call("agent.wait", {"runId": key, "timeoutMs": 30_000}, timeout=40)
         elapsed = time.monotonic() - started
@@ -204,7 +206,9 @@ async def test_stream_cut_before_its_last_chunk_is_recorded_as_error(setup: Setu
     assert last["stopReason"] == "error" and text_of(last) == "half a sentence", last
 
 
-async def test_stream_that_ends_cleanly_without_finish_reason_or_done_is_kept_as_a_reply(setup: Setup) -> None:
+async def test_stream_that_ends_cleanly_without_finish_reason_or_done_is_kept_as_a_reply(
+    setup: Setup,
+) -> None:
     """pi-ai's rule (trace oa_09): a body that ends cleanly without finish_reason or [DONE] is a
     finished reply with stopReason "stop". The run is recorded as completed with the text it got;
     what is pinned here is that the outcome is recorded and nothing stays running."""

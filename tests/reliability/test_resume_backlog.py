@@ -22,7 +22,11 @@ async def test_resume_with_a_backlog_larger_than_the_send_buffer_arrives_whole(g
         async with connected(daemon) as writer:
             await writer.call(
                 "chat.send",
-                {"sessionKey": key, "message": tool_message("bash", {"command": COMMAND}), "idempotencyKey": "b"},
+                {
+                    "sessionKey": key,
+                    "message": tool_message("bash", {"command": COMMAND}),
+                    "idempotencyKey": "b",
+                },
             )
             assert (await writer.call("agent.wait", {"runId": "b", "timeoutMs": 30_000}))["status"] == "ok"
             # Live: a third of the log arrives while the client replays the rest.
@@ -30,11 +34,15 @@ async def test_resume_with_a_backlog_larger_than_the_send_buffer_arrives_whole(g
             async with connected(daemon) as reader:
                 answer = await reader.call("sessions.events.subscribe", {"key": key, "afterSeq": 0})
                 follower = Follower(key, session_id=answer["sessionId"])
-                assert (await writer.call("agent.wait", {"runId": "c", "timeoutMs": 30_000}))["status"] == "ok"
+                assert (await writer.call("agent.wait", {"runId": "c", "timeoutMs": 30_000}))[
+                    "status"
+                ] == "ok"
                 last = (await writer.call("sessions.describe", {"key": key}))["lastSeq"]
                 while follower.last_seq < last:
                     frame = await reader.next_event(timeout=15)
-                    assert frame is not None, f"closed {reader.close_code} {reader.close_reason} at {follower.last_seq}"
+                    assert frame is not None, (
+                        f"closed {reader.close_code} {reader.close_reason} at {follower.last_seq}"
+                    )
                     follower.feed([frame])
                 assert reader.gaps == 0, f"{reader.gaps} frames were dropped from the replay"
                 assert reader.close_code is None

@@ -47,7 +47,9 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
 
 async def _call_tool(daemon: Daemon, key: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     async with connected(daemon) as client:
-        await client.call("chat.send", {"sessionKey": key, "message": tool_message(tool, args), "idempotencyKey": key})
+        await client.call(
+            "chat.send", {"sessionKey": key, "message": tool_message(tool, args), "idempotencyKey": key}
+        )
         outcome = await client.call("agent.wait", {"runId": key, "timeoutMs": 20_000})
     assert outcome["status"] == "ok", outcome
     (finished,) = [e for e in await event_log(daemon, key) if e["name"] == "tool.finished"]
@@ -87,7 +89,11 @@ async def test_file_tool_path_outside_the_workspace_is_refused_and_audited(
     text = finished["result"]["content"][0]["text"]
     assert SECRET not in text and "root:" not in text, text
     assert "outside" in text.lower() or "workspace" in text.lower(), text
-    refused = [r for r in _audits(setup.daemon, "sandbox.path_refused") if r.get("tool_call_id") == finished["toolCallId"]]
+    refused = [
+        r
+        for r in _audits(setup.daemon, "sandbox.path_refused")
+        if r.get("tool_call_id") == finished["toolCallId"]
+    ]
     assert len(refused) == 1 and refused[0]["path"] == args["path"] and refused[0]["tool"] == tool, refused
     assert (setup.outside / "secret.txt").read_text() == SECRET
     assert not (setup.outside / "planted.txt").exists()
@@ -121,7 +127,11 @@ async def test_dangerous_command_is_refused_and_audited(setup: Setup, danger: st
     assert finished["isError"], finished
     text = finished["result"]["content"][0]["text"]
     assert text.startswith("Command refused by the sandbox") and danger in text, text
-    audits = [a for a in _audits(setup.daemon, "sandbox.exec_mediation") if a.get("tool_call_id") == finished["toolCallId"]]
+    audits = [
+        a
+        for a in _audits(setup.daemon, "sandbox.exec_mediation")
+        if a.get("tool_call_id") == finished["toolCallId"]
+    ]
     assert len(audits) == 1, audits
     audit = audits[0]
     assert audit["command"] == command and audit["decision"] == "denied" and danger in audit["classes"], audit

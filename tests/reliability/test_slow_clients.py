@@ -81,7 +81,9 @@ async def _stuck_client(daemon: Daemon) -> tuple[ClientConnection, str]:
     await ws.send(json.dumps({"type": "req", "id": "c", "method": "connect", "params": params}))
     hello = json.loads(await ws.recv())
     assert hello["ok"], hello
-    await ws.send(json.dumps({"type": "req", "id": "s", "method": "sessions.events.subscribe", "params": {"key": KEY}}))
+    await ws.send(
+        json.dumps({"type": "req", "id": "s", "method": "sessions.events.subscribe", "params": {"key": KEY}})
+    )
     assert json.loads(await ws.recv())["ok"]
     return ws, hello["payload"]["server"]["connId"]
 
@@ -117,7 +119,9 @@ async def _watcher(daemon: Daemon) -> Watcher:
 
 async def test_slow_and_vanishing_clients_never_hold_up_the_ones_that_keep_up(gateway_home: Path) -> None:
     daemon = start_daemon(
-        gateway_home, config=f"[gateway]\nmax_buffered_bytes = {MAX_BUFFERED}\n", env={"GATEWAY_FAUX_PACE_MS": "5"}
+        gateway_home,
+        config=f"[gateway]\nmax_buffered_bytes = {MAX_BUFFERED}\n",
+        env={"GATEWAY_FAUX_PACE_MS": "5"},
     )
     watchers: list[Watcher] = []
     vanishing: list[WireClient] = []
@@ -126,13 +130,20 @@ async def test_slow_and_vanishing_clients_never_hold_up_the_ones_that_keep_up(ga
         async with connected(daemon) as control:
             await control.call("sessions.create", {"key": KEY})
             watchers = list(await asyncio.gather(*(_watcher(daemon) for _ in range(HEALTHY))))
-            vanishing = [w.client for w in await asyncio.gather(*(_watcher(daemon) for _ in range(VANISHING)))]
+            vanishing = [
+                w.client for w in await asyncio.gather(*(_watcher(daemon) for _ in range(VANISHING)))
+            ]
             stuck = [await _stuck_client(daemon) for _ in range(STUCK)]
             assert (await control.call("status"))["connections"] == HEALTHY + VANISHING + STUCK + 1
 
             started = time.monotonic()
             await control.call(
-                "chat.send", {"sessionKey": KEY, "message": tool_message("bash", {"command": COMMAND}), "idempotencyKey": "fan"}
+                "chat.send",
+                {
+                    "sessionKey": KEY,
+                    "message": tool_message("bash", {"command": COMMAND}),
+                    "idempotencyKey": "fan",
+                },
             )
             await asyncio.sleep(1.0)
             for client in vanishing:
@@ -148,20 +159,28 @@ async def test_slow_and_vanishing_clients_never_hold_up_the_ones_that_keep_up(ga
             log = await event_log(daemon, KEY)
             expected = [e["sessionSeq"] for e in log]
             await wait_until(
-                lambda: all(w.session_seqs[-1:] == expected[-1:] for w in watchers), timeout=20, what="watchers"
+                lambda: all(w.session_seqs[-1:] == expected[-1:] for w in watchers),
+                timeout=20,
+                what="watchers",
             )
             for n, watcher in enumerate(watchers):
                 assert watcher.session_seqs == expected, f"watcher {n} lost or reordered session events"
-                assert watcher.seqs == list(range(1, len(watcher.seqs) + 1)), f"watcher {n} had a dropped frame"
+                assert watcher.seqs == list(range(1, len(watcher.seqs) + 1)), (
+                    f"watcher {n} had a dropped frame"
+                )
             latencies = [lat for w in watchers for lat in w.latencies]
             p99, worst = percentile(latencies, 0.99), max(latencies)
-            print(f"fan-out latency over {len(latencies)} deliveries: p99 {p99 * 1e3:.0f} ms, max {worst * 1e3:.0f} ms")
+            print(
+                f"fan-out latency over {len(latencies)} deliveries: p99 {p99 * 1e3:.0f} ms, max {worst * 1e3:.0f} ms"
+            )
             assert p99 < 1.5 and worst < 4.0, (p99, worst)
             # The stuck and vanished clients did not hold the run up: it stopped soon after the abort.
             assert elapsed < STREAM_S + 5, elapsed
 
             # The daemon dropped the stuck clients as slow consumers, and forgot the vanished.
-            slow = {r.get("conn_id") for r in log_records(daemon) if r.get("event") == "closing a slow consumer"}
+            slow = {
+                r.get("conn_id") for r in log_records(daemon) if r.get("event") == "closing a slow consumer"
+            }
             assert {conn for _, conn in stuck} <= slow, "a client that stopped reading was not closed as slow"
             status = await control.call("status")
             deadline = time.monotonic() + 10
@@ -173,7 +192,9 @@ async def test_slow_and_vanishing_clients_never_hold_up_the_ones_that_keep_up(ga
             # the kernel keeps flushing megabytes into, and they see their connection end.
             ports = {ws.transport.get_extra_info("sockname")[1] for ws, _ in stuck}
             await wait_until(
-                lambda: not _daemon_side(daemon.port, ports), timeout=10, what="the stuck sockets to be released"
+                lambda: not _daemon_side(daemon.port, ports),
+                timeout=10,
+                what="the stuck sockets to be released",
             )
             for ws, conn in stuck:
                 code, reason = await _read_until_closed(ws, timeout=10)

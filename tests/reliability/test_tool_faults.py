@@ -89,13 +89,17 @@ async def test_tool_that_hangs_is_killed_at_the_sandbox_timeout(short_timeout: D
     tool = outcome["_tool"]
     assert tool["isError"], tool
     assert f"timed out after {SANDBOX_TIMEOUT_S:g} seconds" in tool["result"]["content"][0]["text"], tool
-    assert SANDBOX_TIMEOUT_S * 1000 <= tool["durationMs"] < (SANDBOX_TIMEOUT_S + KILL_GRACE_S + 1) * 1000, tool
+    assert SANDBOX_TIMEOUT_S * 1000 <= tool["durationMs"] < (SANDBOX_TIMEOUT_S + KILL_GRACE_S + 1) * 1000, (
+        tool
+    )
     assert elapsed < SANDBOX_TIMEOUT_S + KILL_GRACE_S + 5, elapsed
     assert not processes_with(marker), "the hung command survived its timeout"
 
 
 @pytest.mark.parametrize("agent", MODES)
-async def test_tool_that_forks_a_child_and_exits_leaves_no_stray_process(short_timeout: Daemon, agent: str) -> None:
+async def test_tool_that_forks_a_child_and_exits_leaves_no_stray_process(
+    short_timeout: Daemon, agent: str
+) -> None:
     marker = f"sleep 317.{len(agent)}"
     started = time.monotonic()
     outcome = await _tool_run(short_timeout, f"agent:{agent}:fork", {"command": f"({marker} &) ; echo done"})
@@ -108,7 +112,9 @@ async def test_tool_that_forks_a_child_and_exits_leaves_no_stray_process(short_t
 
 
 @pytest.mark.slow
-async def test_tool_printing_gigabytes_keeps_output_capped_and_daemon_memory_flat(long_timeout: Daemon) -> None:
+async def test_tool_printing_gigabytes_keeps_output_capped_and_daemon_memory_flat(
+    long_timeout: Daemon,
+) -> None:
     """Once, in the default confinement: both runners read output through the same capped loop."""
     total = 2_000_000_000
     key = "agent:main:firehose"
@@ -128,4 +134,3 @@ async def test_tool_printing_gigabytes_keeps_output_capped_and_daemon_memory_fla
         size_after = (await client.call("status"))["database"]["sizeBytes"]
     assert size_after - size_before < 8 * 2**20, "the tool's output flooded the event log"
     await wait_until(lambda: not processes_with(f"head -c {total}"), timeout=5, what="the pipeline to end")
-
