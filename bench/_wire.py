@@ -245,7 +245,9 @@ class WireClient(asyncio.Protocol):
             raise WireError(f"{method}: {response.get('error')}")
         return response.get("payload")
 
-    async def gateway_connect(self, token: str, *, caps: tuple[str, ...] = ("session-scoped-events", "native-events-only")) -> Any:
+    async def gateway_connect(
+        self, token: str, *, caps: tuple[str, ...] = ("session-scoped-events", "native-events-only")
+    ) -> Any:
         """The gateway handshake: wait for `connect.challenge`, send `connect`, return hello-ok."""
         challenge = json.loads(await self.recv())
         if challenge.get("event") != "connect.challenge":

@@ -156,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         before, after, times, elapsed = asyncio.run(measure(daemon, cycles, args.concurrency))
     print(render(rows(before, after, times, cycles)))
     print(
-        f"\n({cycles:,} cycles in {elapsed:.1f} s, {cycles / elapsed:,.0f}/s; ratios compare with a baseline from this same run)"
+        f"\n({cycles:,} cycles in {elapsed:.1f} s, {cycles / elapsed:,.0f}/s; "
+        "ratios compare with a baseline from this same run)"
     )
     problems = []
     if after.fds > before.fds + args.fd_slack:

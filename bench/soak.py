@@ -25,8 +25,9 @@ follows, and every session's transcript is read: each idempotency key's message 
 exactly once and its run must have ended `ok`.
 
 Rows (baselines from the same run): RSS at the end vs after warm-up (the first fifth of the run);
-RSS slope after warm-up (least squares, MiB per hour); open FDs once the watchers left vs before
-the load (same connections open);
+RSS slope after warm-up (least squares, MiB per hour); the daemon's open sockets and open files
+once the watchers left vs idle before the load, with the same connections open (the files include
+the database's connection pool, which grows under load up to its bound: 1 writer, 8 readers);
 event-loop lag p99 under load vs idle (histogram buckets: 1, 2, 5, 10, 20, 50 ... ms); `health`
 round trip p99 under load vs idle; events lost; duplicate runs. Exits 1 when an event was lost, a
 run was duplicated or failed.
@@ -147,15 +148,26 @@ class Watcher:
     received: int = 0
     reconnects: int = 0
     client: WireClient | None = None
+    early: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Events of a session whose subscribe answer has not been read yet (the replay can arrive in
+    the same read as the answer)."""
 
     def on_event(self, payload: bytes, _now: float) -> None:
         if not payload.startswith(NATIVE):
             return
         frame = json.loads(payload)
         body = frame.get("payload") or {}
-        sid, seq = body.get("sessionId"), body.get("sessionSeq")
-        if sid not in self.last or not isinstance(seq, int):
+        sid = body.get("sessionId")
+        if not isinstance(body.get("sessionSeq"), int):
             return
+        if sid not in self.last:
+            self.early.setdefault(str(sid), []).append(frame)
+            return
+        self._take(frame)
+
+    def _take(self, frame: dict[str, Any]) -> None:
+        body = frame["payload"]
+        sid, seq = body["sessionId"], body["sessionSeq"]
         if seq != self.last[sid] + 1:
             self.problems.append(f"watcher {self.index}: session {sid} seq {seq} after {self.last[sid]}")
         self.last[sid] = max(self.last[sid], seq)
@@ -174,8 +186,11 @@ class Watcher:
             answer = await client.request("sessions.events.subscribe", {"key": key, "afterSeq": after})
             if answer["replay"] != "exact":
                 self.problems.append(f"watcher {self.index}: {key} replay {answer['replay']}")
-            self.ids[key] = answer["sessionId"]
-            self.last.setdefault(answer["sessionId"], after)
+            sid = answer["sessionId"]
+            self.ids[key] = sid
+            self.last.setdefault(sid, after)
+            for frame in self.early.pop(sid, []):
+                self._take(frame)
 
     def drop(self, rand: random.Random) -> None:
         client, self.client = self.client, None
@@ -222,9 +237,9 @@ async def _catch_up(daemon: Daemon, watcher: Watcher, last_seqs: dict[str, int],
 async def _sample(daemon: Daemon, probe: GatewayClient, started: float) -> Sample:
     proc = psutil.Process(daemon.pid)
     t0 = time.monotonic()
-    await probe.call("health", timeout=30)
+    await _call(probe, "health", {}, timeout=30)
     rtt = (time.monotonic() - t0) * 1000
-    status = await probe.call("status", timeout=30)
+    status = await _call(probe, "status", {}, timeout=30)
     return Sample(
         t=time.monotonic() - started,
         rss_mib=proc.memory_info().rss / 2**20,
@@ -233,6 +248,22 @@ async def _sample(daemon: Daemon, probe: GatewayClient, started: float) -> Sampl
         rtt_ms=rtt,
         runs_in_flight=int(status["runsInFlight"]),
     )
+
+
+def _descriptors(pid: int) -> tuple[int, int]:
+    """The daemon's open (sockets, pipes and other non-files; files). The files are the log
+    outputs, the lock and the database's connections (a bounded pool that grows under load)."""
+    sockets = files = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = str(fd.readlink())
+        except OSError:
+            continue
+        if target.startswith("/"):
+            files += 1
+        else:
+            sockets += 1
+    return sockets, files
 
 
 def _slope_per_hour(points: list[tuple[float, float]]) -> float:
@@ -254,15 +285,15 @@ def _slope_per_hour(points: list[tuple[float, float]]) -> float:
 
 async def _idle_baseline(daemon: Daemon, probe: GatewayClient, seconds: float) -> tuple[float, float]:
     """(lag p99 ms, health round trip p99 ms) with nothing to do."""
-    before = (await probe.call("status"))["eventLoopLag"]["histogram"]
+    before = (await _call(probe, "status", {}))["eventLoopLag"]["histogram"]
     rtts = []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         t0 = time.monotonic()
-        await probe.call("health")
+        await _call(probe, "health", {})
         rtts.append((time.monotonic() - t0) * 1000)
         await asyncio.sleep(0.1)
-    after = (await probe.call("status"))["eventLoopLag"]["histogram"]
+    after = (await _call(probe, "status", {}))["eventLoopLag"]["histogram"]
     lag = histogram_percentile(before, after, 0.99)
     return (lag if lag is not None else float("nan")), percentile(rtts, 0.99)
 
@@ -306,7 +337,7 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
         for n, key in enumerate(keys):
             await _call(drivers[n % len(drivers)], "sessions.create", {"key": key})
         idle_lag, idle_rtt = await _idle_baseline(daemon, probe, args.idle_s)
-        fds_idle = psutil.Process(daemon.pid).num_fds()
+        fds_idle = _descriptors(daemon.pid)
 
         watchers = [Watcher(i, rand.sample(keys, min(args.follow, len(keys)))) for i in range(args.watchers)]
         started = time.monotonic()
@@ -358,10 +389,12 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
         duplicates += [f"run {run} finished {n} times" for run, n in seen_runs.items() if n > 1]
         # Back to the idle connections (drivers and probe): what is left open is left over.
         deadline = time.monotonic() + 15
-        while (await probe.call("status"))["connections"] > len(drivers) + 1 and time.monotonic() < deadline:
+        while (await _call(probe, "status", {}))["connections"] > len(
+            drivers
+        ) + 1 and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
         await asyncio.sleep(1.0)
-        fds_after = psutil.Process(daemon.pid).num_fds()
+        fds_after = _descriptors(daemon.pid)
     finally:
         for client in [*drivers, probe]:
             await client.aclose()
@@ -383,10 +416,12 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
         "duplicates": duplicates,
         "rss_warm_mib": round(steady[0].rss_mib, 1),
         "rss_end_mib": round(final.rss_mib, 1),
-        "rss_max_mib": round(max(s.rss_mib for s in samples + [final]), 1),
-        "rss_slope_mib_per_h": round(_slope_per_hour([(s.t, s.rss_mib) for s in steady + [final]]), 2),
-        "fds_idle": fds_idle,
-        "fds_after": fds_after,
+        "rss_max_mib": round(max(s.rss_mib for s in [*samples, final]), 1),
+        "rss_slope_mib_per_h": round(_slope_per_hour([(s.t, s.rss_mib) for s in [*steady, final]]), 2),
+        "sockets_idle": fds_idle[0],
+        "sockets_after": fds_after[0],
+        "files_idle": fds_idle[1],
+        "files_after": fds_after[1],
         "fds_max": max(s.fds for s in samples),
         "lag_p99_ms": lag_p99 if lag_p99 is not None else float("nan"),
         "lag_window_p99_max_ms": max(s.lag["p99Ms"] for s in steady),
@@ -412,13 +447,9 @@ def rows(result: dict[str, Any]) -> list[Row]:
         ),
         Row("RSS slope after warm-up", setting, result["rss_slope_mib_per_h"], "MiB/h", "-", nan),
         Row(
-            "open FDs once clients left",
-            setting,
-            result["fds_after"],
-            "",
-            "idle, before the load",
-            result["fds_idle"],
+            "open sockets, clients gone", setting, result["sockets_after"], "", "idle", result["sockets_idle"]
         ),
+        Row("open files, clients gone", setting, result["files_after"], "", "idle", result["files_idle"]),
         Row("event-loop lag p99", setting, result["lag_p99_ms"], "ms", "idle", result["lag_idle_p99_ms"]),
         Row("health round trip p99", setting, result["rtt_p99_ms"], "ms", "idle", result["rtt_idle_p99_ms"]),
         Row("events lost", setting, len(result["lost"]), "events", "-", nan),
@@ -460,7 +491,8 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(soak(args, daemon))
     print(render(rows(result)))
     print(
-        f"\n({result['runs']:,} runs ({result['retries']} retried sends), {result['events_received']:,} events "
+        f"\n({result['runs']:,} runs ({result['retries']} retried sends), "
+        f"{result['events_received']:,} events "
         f"to watchers over {result['reconnects']} reconnects in {result['elapsed_s']:.0f} s; worst lag "
         f"{result['lag_max_ms']:.0f} ms; ratios compare with a baseline from this same run)"
     )

@@ -77,7 +77,8 @@ class Cycle:
 
     @property
     def where(self) -> str:
-        return f"seed {SEED}, cycle {self.index} (kill after driver event {self.kill_after} + {self.delay * 1e3:.1f} ms)"
+        kill = f"kill after driver event {self.kill_after} + {self.delay * 1e3:.1f} ms"
+        return f"seed {SEED}, cycle {self.index} ({kill})"
 
 
 class Pump:

@@ -1,4 +1,4 @@
-"""The SQLite file held by another process (`BEGIN EXCLUSIVE` for two seconds) while a run streams
+"""The SQLite file held by another process (`BEGIN EXCLUSIVE` for three seconds) while a run streams
 and clients write. With `[database] busy_timeout_ms` short, writes answer a retryable UNAVAILABLE
 promptly instead of hanging, reads keep working, the run in flight pauses and completes once the
 lock clears, and nothing is half-written."""
@@ -26,7 +26,7 @@ from tests.reliability._support import (
 )
 
 BUSY_TIMEOUT_MS = 200
-HOLD_S = 2.0
+HOLD_S = 3.0
 LOCKER = """
 import sqlite3, sys, time
 con = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)

@@ -99,7 +99,7 @@ JSON_ATOMS = [None, True, 0, -1, 2**63, 1.5, "", "x", [], {}, [1, "a"], {"k": No
 def _value(r: random.Random, depth: int = 0) -> Any:
     pick = r.random()
     if depth > 3 or pick < 0.5:
-        return r.choice(JSON_ATOMS + ["".join(r.choice('ab é😀\\"{}') for _ in range(r.randint(0, 12)))])
+        return r.choice([*JSON_ATOMS, "".join(r.choice('ab é😀\\"{}') for _ in range(r.randint(0, 12)))])
     if pick < 0.75:
         return [_value(r, depth + 1) for _ in range(r.randint(0, 4))]
     return {r.choice(["key", "sessionKey", "message", "limit", "afterSeq", "x"]): _value(r, depth + 1)
@@ -174,7 +174,8 @@ def session_frame(r: random.Random, token: str) -> tuple[str | bytes, tuple[Any,
             {1009},
         )
     if kind == "surrogate":
-        return '{"type":"req","id":"%s","method":"health","params":{"a":"\\udc00"}}' % rid, ("close", {1008})
+        frame = '{"type":"req","id":"' + rid + '","method":"health","params":{"a":"\\udc00"}}'
+        return frame, ("close", {1008})
     if kind == "deep":
         return '{"type":"req","id":"d","method":"health","params":' + "[" * 50_000 + "]" * 50_000 + "}", (
             "close",

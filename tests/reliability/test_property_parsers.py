@@ -89,7 +89,7 @@ nasty_text = st.sampled_from(
 frame_text = (
     st.text(max_size=300)
     | nasty_text
-    | json_values.map(lambda v: json.dumps(v))
+    | json_values.map(json.dumps)
     | st.fixed_dictionaries(
         {
             "type": st.sampled_from(["req", "res", "event"]) | json_values,
@@ -97,7 +97,7 @@ frame_text = (
             "method": st.sampled_from([*METHODS, "connect", "x" * 200]) | json_values,
             "params": json_values,
         }
-    ).map(lambda v: json.dumps(v))
+    ).map(json.dumps)
 )
 frame_bytes = st.binary(max_size=300) | frame_text.map(lambda t: t.encode("utf-8", "surrogatepass"))
 
@@ -196,9 +196,10 @@ class _Schema:
     parameters = RICH_SCHEMA
 
 
+ARGUMENT_NAMES = ["path", "content", "command", "timeout", "oldText", "newText", "pattern", "limit", "offset"]
+ARGUMENT_NAMES += ["n", "ratio", "flag", "mode", "items", "either", "both", "nested"]
 tool_arguments = st.dictionaries(
-    st.sampled_from(["path", "content", "command", "timeout", "oldText", "newText", "pattern", "limit", "offset",
-                     "n", "ratio", "flag", "mode", "items", "either", "both", "nested"]) | st.text(max_size=8),
+    st.sampled_from(ARGUMENT_NAMES) | st.text(max_size=8),
     json_values,
     max_size=6,
 )  # fmt: skip
@@ -395,9 +396,7 @@ def test_discord_signed_interaction_is_refused_outside_the_window(body: bytes, s
 # --- exec mediation ----------------------------------------------------------------------------
 
 shell_text = st.lists(
-    st.sampled_from(
-        list("abcrmfd -/\\\"'`$(){}[]|&;<>*?~!#=\n\t") + ["rm -rf /", "$(", "<(", "bash -c ", "eval "]
-    ),
+    st.sampled_from([*"abcrmfd -/\\\"'`$(){}[]|&;<>*?~!#=\n\t", "rm -rf /", "$(", "<(", "bash -c ", "eval "]),
     max_size=60,
 ).map("".join)
 

@@ -171,7 +171,8 @@ async def test_slow_and_vanishing_clients_never_hold_up_the_ones_that_keep_up(ga
             latencies = [lat for w in watchers for lat in w.latencies]
             p99, worst = percentile(latencies, 0.99), max(latencies)
             print(
-                f"fan-out latency over {len(latencies)} deliveries: p99 {p99 * 1e3:.0f} ms, max {worst * 1e3:.0f} ms"
+                f"fan-out latency over {len(latencies)} deliveries: "
+                f"p99 {p99 * 1e3:.0f} ms, max {worst * 1e3:.0f} ms"
             )
             assert p99 < 1.5 and worst < 4.0, (p99, worst)
             # The stuck and vanished clients did not hold the run up: it stopped soon after the abort.
