@@ -7,10 +7,14 @@ values are only comparable within one run; the ratio is what to compare across m
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import math
 import statistics
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,9 @@ def _format(value: float, unit: str) -> str:
     return f"{value:,.2f} {unit}"
 
 
-def render(rows: Sequence[Row]) -> str:
-    header = ("metric", "setting", "value", "baseline", "baseline value", "ratio")
+def render(rows: Sequence[Row], *, setting_header: str = "setting") -> str:
+    """The table of `rows`; `setting_header` names the second column."""
+    header = ("metric", setting_header, "value", "baseline", "baseline value", "ratio")
     table = [header] + [
         (
             r.metric,
@@ -70,6 +75,26 @@ def render(rows: Sequence[Row]) -> str:
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def quick_main(
+    argv: Sequence[str] | None,
+    *,
+    prog: str,
+    doc: str,
+    quick_help: str,
+    run: Callable[[bool], Coroutine[Any, Any, Sequence[Row]]],
+    setting_header: str = "setting",
+) -> None:
+    """The command line of a benchmark whose only option is ``--quick``: run it, print the table
+    and how long the run took. `doc` is the module docstring (its first paragraph is the help)."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    rows = asyncio.run(run(args.quick))
+    print(render(rows, setting_header=setting_header))
+    print(f"\n({time.perf_counter() - started:.1f} s; ratios compare with a baseline from this same run)")
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:

@@ -18,7 +18,6 @@ objects, the ordered emitter, tool execution).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import time
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from agent_core.providers import (
     faux_tool_call,
     register_faux_provider,
 )
-from bench._report import Row, median, render
+from bench._report import Row, median, quick_main
 
 CHUNK_CHARS = 4  # token_size (1, 1): one 4-character chunk per delta
 
@@ -154,13 +153,13 @@ async def run(quick: bool) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.agent_loop", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a fast smoke run with small runs")
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
-    rows = asyncio.run(run(args.quick))
-    print(render(rows))
-    print(f"\n({time.perf_counter() - started:.1f} s; ratios compare with a baseline from this same run)")
+    quick_main(
+        argv,
+        prog="python -m bench.agent_loop",
+        doc=__doc__,
+        quick_help="a fast smoke run with small runs",
+        run=run,
+    )
 
 
 if __name__ == "__main__":

@@ -19,8 +19,6 @@ that is dropped afterwards):
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
 import os
 import sqlite3
@@ -28,13 +26,14 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
 from sqlalchemy.engine import make_url
 
+from bench import _report
 from sessions.db import normalize_url
 from sessions.ids import new_id
 from sessions.store import NewEntry, NewEvent, Store, default_url
@@ -43,18 +42,12 @@ BATCH = 100
 PAYLOAD = {"role": "assistant", "content": [{"type": "text", "text": "word " * 40}], "stopReason": "stop"}
 
 
-@dataclass(frozen=True)
-class Row:
-    metric: str
-    backend: str
-    value: float
-    unit: str
-    baseline: str
-    baseline_value: float
+class Row(_report.Row):
+    """A row of this benchmark: its setting is the storage backend."""
 
     @property
-    def ratio(self) -> float:
-        return self.value / self.baseline_value if self.baseline_value else float("nan")
+    def backend(self) -> str:
+        return self.setting
 
 
 @dataclass(frozen=True)
@@ -287,34 +280,8 @@ async def _postgres_rows(url: str, sizes: Sizes) -> list[Row]:
             await conn.close()
 
 
-def _format(value: float, unit: str) -> str:
-    return f"{value:,.0f} {unit}" if unit == "/s" else f"{value:,.2f} {unit}"
-
-
-def render(rows: list[Row]) -> str:
-    header = ("metric", "backend", "value", "baseline", "baseline value", "ratio")
-    table = [header] + [
-        (
-            r.metric,
-            r.backend,
-            _format(r.value, r.unit),
-            r.baseline,
-            _format(r.baseline_value, r.unit),
-            f"{r.ratio:.2f}",
-        )
-        for r in rows
-    ]
-    widths = [max(len(line[i]) for line in table) for i in range(len(header))]
-    lines = []
-    for n, line in enumerate(table):
-        cells = [
-            cell.rjust(w) if i in (2, 4, 5) else cell.ljust(w)
-            for i, (cell, w) in enumerate(zip(line, widths, strict=True))
-        ]
-        lines.append("  ".join(cells).rstrip())
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+def render(rows: Sequence[Row]) -> str:
+    return _report.render(rows, setting_header="backend")
 
 
 async def run(quick: bool) -> list[Row]:
@@ -329,13 +296,14 @@ async def run(quick: bool) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.store", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a fast smoke run with fewer samples")
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
-    rows = asyncio.run(run(args.quick))
-    print(render(rows))
-    print(f"\n({time.perf_counter() - started:.1f} s; ratios compare with a baseline from this same run)")
+    _report.quick_main(
+        argv,
+        prog="python -m bench.store",
+        doc=__doc__,
+        quick_help="a fast smoke run with fewer samples",
+        run=run,
+        setting_header="backend",
+    )
 
 
 if __name__ == "__main__":

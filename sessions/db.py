@@ -22,7 +22,7 @@ import asyncio
 import hashlib
 import re
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -202,25 +202,22 @@ class Database:
             return None
         return Path(str(self.url.database))
 
-    @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
+    def write(self) -> AbstractAsyncContextManager[AsyncConnection]:
         """A write transaction, committed when the block ends without an exception."""
-        self._check_open()
-        try:
-            async with self._locked(self._write_lock, self._write_wait_s), self._writer.begin() as conn:
-                yield conn
-        except BaseException as error:
-            translated = self._translated(error)
-            if translated is error:
-                raise
-            raise translated from error
+        return self._transaction(self._writer, self._write_lock)
+
+    def read(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A read-only transaction (SQLite: one snapshot for every statement in the block)."""
+        return self._transaction(self._reader, self._read_lock)
 
     @asynccontextmanager
-    async def read(self) -> AsyncIterator[AsyncConnection]:
-        """A read-only transaction (SQLite: one snapshot for every statement in the block)."""
+    async def _transaction(
+        self, engine: AsyncEngine, lock: asyncio.Lock | None
+    ) -> AsyncIterator[AsyncConnection]:
+        """A transaction on `engine` under `lock`, its errors translated to the store's."""
         self._check_open()
         try:
-            async with self._locked(self._read_lock, self._write_wait_s), self._reader.begin() as conn:
+            async with self._locked(lock, self._write_wait_s), engine.begin() as conn:
                 yield conn
         except BaseException as error:
             translated = self._translated(error)

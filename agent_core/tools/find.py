@@ -8,8 +8,8 @@ from typing import Any
 
 from agent_core.abort import AbortSignal
 from agent_core.agent_types import AgentTool, AgentToolResult, ToolUpdateCallback
-from agent_core.errors import ToolError
 from agent_core.messages import TextContent
+from agent_core.tools._listing import listing_result, require_directory
 from agent_core.tools.common import (
     as_mapping,
     check_not_aborted,
@@ -18,7 +18,7 @@ from agent_core.tools.common import (
     get_str,
     resolve_tool_path,
 )
-from agent_core.tools.truncate import DEFAULT_MAX_BYTES, format_size, truncate_head
+from agent_core.tools.truncate import DEFAULT_MAX_BYTES, format_size
 from agent_core.tools.walk import compile_glob, walk_tree
 
 DEFAULT_FIND_LIMIT = 1000
@@ -43,10 +43,7 @@ FIND_PARAMETERS: dict[str, Any] = {
 def _find(
     root: Path, *, display: str, pattern: str, limit: int, signal: AbortSignal | None, max_bytes: int
 ) -> AgentToolResult:
-    if not root.exists():
-        raise ToolError(f"Path not found: {display}")
-    if not root.is_dir():
-        raise ToolError(f"{display} is not a directory; give a directory to search in")
+    require_directory(root, display, "is not a directory; give a directory to search in")
     matches = compile_glob(pattern)
     found: list[str] = []
     limit_reached = False
@@ -61,19 +58,20 @@ def _find(
         return AgentToolResult(
             content=[TextContent(text=f"No files found matching {pattern!r}")], details={"count": 0}
         )
-    cut = truncate_head("\n".join(found), max_lines=len(found) + 1, max_bytes=max_bytes)
-    notices: list[str] = []
     details: dict[str, Any] = {"count": len(found)}
+    limit_notice = None
     if limit_reached:
-        notices.append(
+        limit_notice = (
             f"[{limit} results limit reached. Use limit={limit * 2} for more, or refine the pattern]"
         )
         details["resultLimitReached"] = limit
-    if cut.truncated:
-        notices.append(f"[{format_size(max_bytes)} output limit reached. Refine the pattern or path]")
-        details["truncation"] = cut.details()
-    text = cut.content + ("\n\n" + "\n".join(notices) if notices else "")
-    return AgentToolResult(content=[TextContent(text=text)], details=details)
+    return listing_result(
+        found,
+        details=details,
+        limit_notice=limit_notice,
+        truncation_hint="Refine the pattern or path",
+        max_bytes=max_bytes,
+    )
 
 
 def create_find_tool(workspace: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> AgentTool:

@@ -11,6 +11,7 @@ from agent_core.abort import AbortSignal
 from agent_core.agent_types import AgentTool, AgentToolResult, ToolUpdateCallback
 from agent_core.errors import ToolError
 from agent_core.messages import TextContent
+from agent_core.tools._listing import listing_result, require_directory
 from agent_core.tools.common import (
     as_mapping,
     check_not_aborted,
@@ -18,7 +19,7 @@ from agent_core.tools.common import (
     get_opt_str,
     resolve_tool_path,
 )
-from agent_core.tools.truncate import DEFAULT_MAX_BYTES, format_size, truncate_head
+from agent_core.tools.truncate import DEFAULT_MAX_BYTES, format_size
 
 DEFAULT_LS_LIMIT = 500
 
@@ -35,10 +36,7 @@ LS_PARAMETERS: dict[str, Any] = {
 
 
 def _ls(path: Path, display: str, limit: int, max_bytes: int) -> AgentToolResult:
-    if not path.exists():
-        raise ToolError(f"Path not found: {display}")
-    if not path.is_dir():
-        raise ToolError(f"{display} is not a directory; use read to see a file")
+    require_directory(path, display, "is not a directory; use read to see a file")
     try:
         with os.scandir(path) as scan:
             entries = sorted(scan, key=lambda entry: (entry.name.lower(), entry.name))
@@ -53,19 +51,20 @@ def _ls(path: Path, display: str, limit: int, max_bytes: int) -> AgentToolResult
         except OSError:
             is_dir = False
         names.append(entry.name + "/" if is_dir else entry.name)
-    cut = truncate_head("\n".join(names), max_lines=len(names) + 1, max_bytes=max_bytes)
-    notices: list[str] = []
     details: dict[str, Any] = {"count": len(names), "total": len(entries)}
+    limit_notice = None
     if len(entries) > limit:
-        notices.append(
+        limit_notice = (
             f"[{limit} entries limit reached ({len(entries)} in total). Use limit={limit * 2} for more]"
         )
         details["entryLimitReached"] = limit
-    if cut.truncated:
-        notices.append(f"[{format_size(max_bytes)} output limit reached. Use find to narrow the listing]")
-        details["truncation"] = cut.details()
-    text = cut.content + ("\n\n" + "\n".join(notices) if notices else "")
-    return AgentToolResult(content=[TextContent(text=text)], details=details)
+    return listing_result(
+        names,
+        details=details,
+        limit_notice=limit_notice,
+        truncation_hint="Use find to narrow the listing",
+        max_bytes=max_bytes,
+    )
 
 
 def create_ls_tool(workspace: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> AgentTool:

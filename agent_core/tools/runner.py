@@ -276,7 +276,65 @@ def find_shell() -> str:
     raise ToolError("No shell found: install bash or make it available on PATH")
 
 
-class LocalRunner:
+class ShellRunner:
+    """A `CommandRunner` that hands ``bash -c`` to `run_process` under a timeout cap.
+
+    The base for `LocalRunner` and for confining runners: a subclass chooses where the command
+    runs (`workdir`), what starts it (`argv`), what environment it sees (`child_env`) and whether
+    what it leaves behind is killed when it ends (`kill_group_on_exit`). `max_timeout_s` caps every
+    call's timeout; `output_cap_bytes` bounds the kept output.
+    """
+
+    kill_group_on_exit = False
+
+    def __init__(
+        self,
+        *,
+        output_cap_bytes: int = DEFAULT_OUTPUT_CAP_BYTES,
+        max_timeout_s: float | None = None,
+        kill_grace_s: float = DEFAULT_KILL_GRACE_S,
+    ) -> None:
+        self.output_cap_bytes = output_cap_bytes
+        self.max_timeout_s = max_timeout_s
+        self.kill_grace_s = kill_grace_s
+
+    def workdir(self, cwd: Path) -> Path:
+        """The directory the command runs in."""
+        return cwd
+
+    def argv(self, command: str, cwd: Path) -> list[str]:
+        """The program and arguments that run `command` in `cwd`."""
+        return [find_shell(), "-c", command]
+
+    def child_env(self, env: Mapping[str, str] | None) -> Mapping[str, str] | None:
+        """The environment the command sees, given the caller's (``None``: inherit ours)."""
+        return env
+
+    async def run(
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        env: Mapping[str, str] | None,
+        timeout_s: float | None,
+        signal: AbortSignal | None,
+        on_output: OutputCallback | None,
+    ) -> CommandResult:
+        workdir = self.workdir(cwd)
+        return await run_process(
+            self.argv(command, workdir),
+            cwd=workdir,
+            env=self.child_env(env),
+            timeout_s=effective_timeout(timeout_s, self.max_timeout_s),
+            signal=signal,
+            on_output=on_output,
+            output_cap_bytes=self.output_cap_bytes,
+            kill_grace_s=self.kill_grace_s,
+            kill_group_on_exit=self.kill_group_on_exit,
+        )
+
+
+class LocalRunner(ShellRunner):
     """Runs commands with ``bash -c`` on this machine, in the caller's environment.
 
     No confinement: the command sees the whole file system and network, and background
@@ -292,29 +350,10 @@ class LocalRunner:
         max_timeout_s: float | None = None,
         kill_grace_s: float = DEFAULT_KILL_GRACE_S,
     ) -> None:
-        self._shell = shell
-        self._output_cap_bytes = output_cap_bytes
-        self._max_timeout_s = max_timeout_s
-        self._kill_grace_s = kill_grace_s
-
-    async def run(
-        self,
-        command: str,
-        *,
-        cwd: Path,
-        env: Mapping[str, str] | None,
-        timeout_s: float | None,
-        signal: AbortSignal | None,
-        on_output: OutputCallback | None,
-    ) -> CommandResult:
-        shell = self._shell or find_shell()
-        return await run_process(
-            [shell, "-c", command],
-            cwd=cwd,
-            env=env,
-            timeout_s=effective_timeout(timeout_s, self._max_timeout_s),
-            signal=signal,
-            on_output=on_output,
-            output_cap_bytes=self._output_cap_bytes,
-            kill_grace_s=self._kill_grace_s,
+        super().__init__(
+            output_cap_bytes=output_cap_bytes, max_timeout_s=max_timeout_s, kill_grace_s=kill_grace_s
         )
+        self._shell = shell
+
+    def argv(self, command: str, cwd: Path) -> list[str]:
+        return [self._shell or find_shell(), "-c", command]

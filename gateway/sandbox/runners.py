@@ -18,20 +18,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from agent_core.abort import AbortSignal
-from agent_core.tools import (
-    DEFAULT_OUTPUT_CAP_BYTES,
-    CommandResult,
-    OutputCallback,
-    effective_timeout,
-    find_shell,
-    run_process,
-)
+from agent_core.tools import DEFAULT_OUTPUT_CAP_BYTES, find_shell
+from agent_core.tools.runner import DEFAULT_KILL_GRACE_S, ShellRunner
 from gateway.sandbox.errors import SandboxUnavailableError
 from gateway.sandbox.paths import resolve_in_workspace
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-DEFAULT_KILL_GRACE_S = 2.0
 _SECRET_NAME = re.compile(
     r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|PRIVATE_?KEY|AUTH|"
     r"SESSION|COOKIE|ACCESS_?KEY|DSN)(?:$|_)",
@@ -87,12 +79,14 @@ def scrub_env(
     return env
 
 
-class ConfinedRunner:
+class ConfinedRunner(ShellRunner):
     """Runs ``bash -c`` in the workspace with a scrubbed environment; nothing it starts outlives it.
 
     `cwd` must lie inside the workspace (else `PathOutsideWorkspaceError`). `env` passed to
     `run` only contributes the `allowed_env` names. `max_timeout_s` caps every call's timeout.
     """
+
+    kill_group_on_exit = True
 
     def __init__(
         self,
@@ -103,37 +97,17 @@ class ConfinedRunner:
         output_cap_bytes: int = DEFAULT_OUTPUT_CAP_BYTES,
         kill_grace_s: float = DEFAULT_KILL_GRACE_S,
     ) -> None:
+        super().__init__(
+            output_cap_bytes=output_cap_bytes, max_timeout_s=max_timeout_s, kill_grace_s=kill_grace_s
+        )
         self.workspace = Path(workspace).resolve()
         self.allowed_env = tuple(allowed_env)
-        self.max_timeout_s = max_timeout_s
-        self.output_cap_bytes = output_cap_bytes
-        self.kill_grace_s = kill_grace_s
 
-    def argv(self, command: str, cwd: Path) -> list[str]:
-        return [find_shell(), "-c", command]
+    def workdir(self, cwd: Path) -> Path:
+        return resolve_in_workspace(self.workspace, cwd)
 
-    async def run(
-        self,
-        command: str,
-        *,
-        cwd: Path,
-        env: Mapping[str, str] | None,
-        timeout_s: float | None,
-        signal: AbortSignal | None,
-        on_output: OutputCallback | None,
-    ) -> CommandResult:
-        workdir = resolve_in_workspace(self.workspace, cwd)
-        return await run_process(
-            self.argv(command, workdir),
-            cwd=workdir,
-            env=scrub_env(self.workspace, self.allowed_env, extra=env),
-            timeout_s=effective_timeout(timeout_s, self.max_timeout_s),
-            signal=signal,
-            on_output=on_output,
-            output_cap_bytes=self.output_cap_bytes,
-            kill_grace_s=self.kill_grace_s,
-            kill_group_on_exit=True,
-        )
+    def child_env(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        return scrub_env(self.workspace, self.allowed_env, extra=env)
 
 
 def _system_binds() -> list[str]:

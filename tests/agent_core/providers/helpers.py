@@ -15,8 +15,10 @@ from agent_core.events import (
     ThinkingEndEvent,
     ToolCallEndEvent,
 )
-from agent_core.llm import Context, Model, ModelCost, Tool
+from agent_core.llm import Context, Model, ModelCost, StreamOptions, Tool
 from agent_core.messages import AssistantMessage, UserMessage
+from agent_core.providers import stream_simple
+from tests.agent_core.providers.llm_server import LLMServer, sse
 
 DATA = Path(__file__).parent / "data"
 TRACE_PRICES = ModelCost(input=3, output=15, cache_read=0.3, cache_write=3.75)
@@ -72,6 +74,19 @@ async def collect(
 ) -> tuple[list[AssistantMessageEvent], AssistantMessage]:
     events = [event async for event in stream]
     return events, await stream.result()
+
+
+KEY = StreamOptions(api_key="test-key")
+
+
+async def run_scripted(
+    server: LLMServer, model: Model, *pieces: str, options: StreamOptions = KEY
+) -> tuple[list[str], Any]:
+    """Script `pieces` as the server's SSE reply, stream `model` over the trace context, and
+    return the events in compact notation with the final message."""
+    server.script(sse(*pieces))
+    events, final = await collect(stream_simple(model, trace_context(), options))
+    return compact(events), final
 
 
 def _js(value: Any) -> str:

@@ -18,10 +18,15 @@ from agent_core.messages import (
 )
 from agent_core.providers import AnthropicOptions, stream_anthropic, stream_simple
 from agent_core.providers.anthropic import build_request_body, convert_messages
-from tests.agent_core.providers.helpers import anthropic_model, collect, compact, trace_context
+from tests.agent_core.providers.helpers import (
+    KEY,
+    anthropic_model,
+    collect,
+    compact,
+    run_scripted,
+    trace_context,
+)
 from tests.agent_core.providers.llm_server import LLMServer, sse, status
-
-KEY = StreamOptions(api_key="test-key")
 
 
 def ev(kind: str, sep: str = "\n", **data: Any) -> str:
@@ -51,11 +56,7 @@ def message_end(reason: str, output_tokens: int = 5) -> list[str]:
 async def run(
     server: LLMServer, *pieces: str, options: StreamOptions = KEY, **model: Any
 ) -> tuple[list[str], Any]:
-    server.script(sse(*pieces))
-    events, final = await collect(
-        stream_simple(anthropic_model(server.base_url, **model), trace_context(), options)
-    )
-    return compact(events), final
+    return await run_scripted(server, anthropic_model(server.base_url, **model), *pieces, options=options)
 
 
 async def test_sse_error_event_carries_the_raw_data(llm_server: LLMServer) -> None:

@@ -27,10 +27,15 @@ from agent_core.providers.openai_completions import (
     detect_compat,
     parse_usage,
 )
-from tests.agent_core.providers.helpers import collect, compact, openai_model, trace_context
+from tests.agent_core.providers.helpers import (
+    KEY,
+    collect,
+    compact,
+    openai_model,
+    run_scripted,
+    trace_context,
+)
 from tests.agent_core.providers.llm_server import LLMServer, sse, status
-
-KEY = StreamOptions(api_key="test-key")
 
 
 def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> str:
@@ -46,11 +51,7 @@ DONE = "data: [DONE]\n\n"
 async def run(
     server: LLMServer, *pieces: str, options: StreamOptions = KEY, **model: Any
 ) -> tuple[list[str], Any]:
-    server.script(sse(*pieces))
-    events, final = await collect(
-        stream_simple(openai_model(server.base_url, **model), trace_context(), options)
-    )
-    return compact(events), final
+    return await run_scripted(server, openai_model(server.base_url, **model), *pieces, options=options)
 
 
 async def test_text_after_a_tool_call_joins_the_open_text_block(llm_server: LLMServer) -> None:
