@@ -19,14 +19,13 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
-from functools import partial
 from typing import Any, Literal
 
 import httpx
 import structlog
 from starlette.types import ASGIApp
 
-from agent_core import AgentTool
+from bindings.base import ChannelToolText, ChatBinding
 from bindings.config import DiscordAccountConfig
 from bindings.discord.gateway import DiscordGatewayProtocol, Dispatch, GatewayEvent, GatewayTimings, Ready
 from bindings.discord.interactions import (
@@ -48,17 +47,15 @@ from bindings.errors import (
     PlatformUnavailableError,
 )
 from bindings.host import BindingHost, ChatType, ReplyRoute, outbox_key
-from bindings.inbound import ChatMessage, InboundPipeline, Outcome, SessionOrigin
-from bindings.outbox import RelaySettings, ReplyRelay
+from bindings.inbound import ChatMessage, Outcome, SessionOrigin
 from bindings.ratelimit import RateLimiter
 from bindings.routing import DEFAULT_ACCOUNT_ID
-from bindings.state import ConnectionState, StateMachine, StatusReporter
-from bindings.tools import FILE_PARAMETERS, channel_tool, file_bytes
+from bindings.state import StateMachine
+from bindings.tools import file_bytes
 from bindings.ws import Connector, SocketSettings, websockets_connector
 
 log = structlog.get_logger("bindings.discord")
 
-EVENT_QUEUE_SIZE = 1000
 _MAX_CURSORS = 10_000
 
 _INTERACTION_REPLIES: dict[Outcome, str] = {
@@ -74,7 +71,7 @@ INTERACTION_MAX_AGE_S = 300.0
 """How far an interaction's signed timestamp may be from our clock (as Slack's Events API)."""
 
 
-class DiscordBinding:
+class DiscordBinding(ChatBinding[DiscordAccountConfig, GatewayEvent]):
     """A Discord bot account. Use `async with DiscordBinding(...)` or `start()` / `aclose()`.
 
     `http` is the httpx client every REST call goes through (its owner closes it). `env` holds
@@ -83,6 +80,15 @@ class DiscordBinding:
     """
 
     platform: Literal["discord"] = "discord"
+    tool_text = ChannelToolText(
+        react_description=(
+            "React to a message in the Discord conversation this session came from "
+            "(by default the latest message you received)."
+        ),
+        emoji_field=("emoji", "A Unicode emoji, or name:id for a custom one."),
+        message_field="message_id",
+        file_description="Upload a file to the Discord conversation this session came from.",
+    )
 
     def __init__(
         self,
@@ -96,120 +102,33 @@ class DiscordBinding:
         connector: Connector | None = None,
         limiter: RateLimiter | None = None,
     ) -> None:
-        self.account_id = account_id
-        self.binding_id = f"discord:{account_id}"
-        self._config = config
-        self._host = host
         self._timings = timings or GatewayTimings()
         token = config.bot_token(env)
         self._public_key = load_public_key(config.public_key(env)) if config.mode == "interactions" else None
         self.rest = DiscordRest(http, base_url=config.api_base_url, token=token, limiter=limiter)
         self.transport = DiscordTransport(self.rest)
-        self.relay = ReplyRelay(
-            platform="discord",
-            account_id=account_id,
-            transport=self.transport,
-            store=host,
-            settings=RelaySettings(chunk_limit=config.chunk_limit, edit_interval_s=config.edit_interval_s),
-        )
-        self.pipeline = InboundPipeline(
-            platform="discord",
-            account_id=account_id,
-            config=config,
-            host=host,
-            relay=self.relay,
-            transport=self.transport,
-        )
         self.protocol = DiscordGatewayProtocol(token=token, intents=config.intents, timings=self._timings)
-        self.machine = self.protocol.machine if config.mode == "gateway" else StateMachine()
-        self._status = StatusReporter(host, self.binding_id)
-        self._state_changed = asyncio.Event()
-        self.machine.add_listener(self._on_state)
-        self._connector = connector or websockets_connector(
-            SocketSettings(close_timeout_s=self._timings.close_timeout_s)
+        super().__init__(
+            config,
+            host,
+            account_id=account_id,
+            transport=self.transport,
+            chunk_limit=config.chunk_limit,
+            machine=self.protocol.machine if config.mode == "gateway" else StateMachine(),
+            connector=connector
+            or websockets_connector(SocketSettings(close_timeout_s=self._timings.close_timeout_s)),
         )
         self._channels = ChannelDirectory(self.rest.get_channel)
-        self._events: asyncio.Queue[GatewayEvent] = asyncio.Queue(maxsize=EVENT_QUEUE_SIZE)
         self._cursors: OrderedDict[str, int] = OrderedDict()
         self.user_id: str | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     @property
-    def state(self) -> ConnectionState:
-        return self.machine.state
+    def _streaming(self) -> bool:
+        return self._config.mode == "gateway"
 
-    @property
-    def queue_size(self) -> int:
-        return self._events.qsize()
-
-    async def start(self) -> None:
-        """Start connecting in the background (idempotent). Returns at once; see
-        `wait_for_state`."""
-        if self._task is None and not self._closed:
-            self._task = asyncio.create_task(self._main(), name=self.binding_id)
-
-    async def aclose(self) -> None:
-        """Stop every task, unsubscribe from the host, report `closed` (idempotent). Replies in
-        flight stay in the outbox and are finished on the next start."""
-        if self._closed:
-            return
-        self._closed = True
-        self.pipeline.close()
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait({task})
-            if not task.cancelled() and task.exception() is not None:
-                log.error("discord binding ended with an error", error=repr(task.exception()))
-        if self.machine.state is not ConnectionState.CLOSED:
-            self.machine.transition(ConnectionState.CLOSED)
-
-    async def stop(self) -> None:
-        """Same as `aclose()`."""
-        await self.aclose()
-
-    async def __aenter__(self) -> DiscordBinding:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def wait_for_state(self, state: ConnectionState) -> None:
-        """Return once the binding is in `state` (bound it with `asyncio.timeout`)."""
-        while self.machine.state is not state:
-            self._state_changed.clear()
-            await self._state_changed.wait()
-
-    def _on_state(self, old: ConnectionState, new: ConnectionState) -> None:
-        log.info("discord state", binding=self.binding_id, old=old.value, new=new.value)
-        self._status.state_changed(new)
-        self._state_changed.set()
-
-    async def _main(self) -> None:
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(self.relay.run())
-            tg.create_task(self._recover())
-            if self._config.mode == "gateway":
-                tg.create_task(self._event_worker())
-                tg.create_task(self._run_gateway())
-            else:
-                self.machine.transition(ConnectionState.CONNECTING)
-                self.machine.transition(ConnectionState.READY)
-
-    async def _recover(self) -> None:
-        try:
-            settled = await self.relay.recover()
-        except Exception:
-            log.exception("outbox recovery failed", binding=self.binding_id)
-            return
-        if settled:
-            log.info("outbox recovered", binding=self.binding_id, settled=settled)
-
-    async def _run_gateway(self) -> None:
+    async def _run_socket_shell(self) -> None:
         shell = GatewayShell(
             self.protocol,
             discover=self._discover,
@@ -246,14 +165,6 @@ class DiscordBinding:
             return info.url
 
     # -- inbound -----------------------------------------------------------------------------
-
-    async def _event_worker(self) -> None:
-        while True:
-            event = await self._events.get()
-            try:
-                await self._handle_event(event)
-            except Exception:  # one bad event must not stop the binding
-                log.exception("discord event failed", binding=self.binding_id)
 
     async def _handle_event(self, event: GatewayEvent) -> None:
         if isinstance(event, Ready):
@@ -356,47 +267,6 @@ class DiscordBinding:
         return _ephemeral(_INTERACTION_REPLIES[outcome])
 
     # -- channel tools -----------------------------------------------------------------------
-
-    def tools_for(self, session_key: str) -> list[AgentTool]:
-        """`discord_add_reaction` and `discord_send_file` for a session that came from this
-        binding; no tools for any other session."""
-        if self.pipeline.origin(session_key) is None:
-            return []
-        origin = partial(self.pipeline.origin, session_key)
-        return [
-            channel_tool(
-                name="discord_add_reaction",
-                label="Add reaction",
-                description=(
-                    "React to a message in the Discord conversation this session came from "
-                    "(by default the latest message you received)."
-                ),
-                parameters={
-                    "type": "object",
-                    "properties": {
-                        "emoji": {
-                            "type": "string",
-                            "description": "A Unicode emoji, or name:id for a custom one.",
-                        },
-                        "message_id": {"type": "string", "description": "Message to react to (optional)."},
-                    },
-                    "required": ["emoji"],
-                    "additionalProperties": False,
-                },
-                origin=origin,
-                action=self._react,
-                platform="discord",
-            ),
-            channel_tool(
-                name="discord_send_file",
-                label="Send file",
-                description="Upload a file to the Discord conversation this session came from.",
-                parameters=FILE_PARAMETERS,
-                origin=origin,
-                action=self._send_file,
-                platform="discord",
-            ),
-        ]
 
     async def _react(self, origin: SessionOrigin, params: dict[str, Any], tool_call_id: str) -> str:
         message_id = str(params.get("message_id") or origin.last_message_id)

@@ -13,19 +13,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from functools import partial
 from typing import Any, Literal
 
 import httpx
 import structlog
 from starlette.types import ASGIApp
 
-from agent_core import AgentTool
+from bindings.base import ChannelToolText, ChatBinding
 from bindings.config import SlackAccountConfig
 from bindings.errors import BindingConfigError, PlatformRequestError, PlatformUnavailableError
 from bindings.host import DEDUPE_TTL_S, BindingHost
-from bindings.inbound import InboundPipeline, Outcome, SessionOrigin
-from bindings.outbox import RelaySettings, ReplyRelay
+from bindings.inbound import Outcome, SessionOrigin
 from bindings.ratelimit import RateLimiter
 from bindings.routing import DEFAULT_ACCOUNT_ID
 from bindings.slack.events_api import EventsEndpoint
@@ -34,19 +32,18 @@ from bindings.slack.shell import SocketModeShell
 from bindings.slack.socket_mode import Disconnect, Envelope, SocketEvent, SocketModeProtocol
 from bindings.slack.transport import SlackTransport
 from bindings.slack.web import AuthInfo, SlackWeb
-from bindings.state import ConnectionState, StateMachine, StatusReporter
-from bindings.tools import FILE_PARAMETERS, channel_tool, file_bytes
+from bindings.state import StateMachine
+from bindings.tools import file_bytes
 from bindings.ws import Connector, SocketSettings, websockets_connector
 
 log = structlog.get_logger("bindings.slack")
 
-EVENT_QUEUE_SIZE = 1000
 AUTH_WAIT_S = 2.0
 """How long an Events API request waits for `auth.test` at start-up before answering 503 (Slack
 retries it)."""
 
 
-class SlackBinding:
+class SlackBinding(ChatBinding[SlackAccountConfig, dict[str, Any]]):
     """A Slack app. Use `async with SlackBinding(...)` or `start()` / `aclose()`.
 
     `http` carries every Web API call (its owner closes it); `env` holds the secrets (default:
@@ -55,6 +52,15 @@ class SlackBinding:
     """
 
     platform: Literal["slack"] = "slack"
+    tool_text = ChannelToolText(
+        react_description=(
+            "Add an emoji reaction to a message in the Slack conversation this session "
+            "came from (by default the latest message you received)."
+        ),
+        emoji_field=("name", "Emoji name, e.g. thumbsup."),
+        message_field="message_ts",
+        file_description="Share a file in the Slack conversation (and thread) this session came from.",
+    )
 
     def __init__(
         self,
@@ -68,10 +74,6 @@ class SlackBinding:
         limiter: RateLimiter | None = None,
         reconnect_backoff: tuple[float, float] = (1.0, 60.0),
     ) -> None:
-        self.account_id = account_id
-        self.binding_id = f"slack:{account_id}"
-        self._config = config
-        self._host = host
         self._signing_secret = config.signing_secret(env) if config.mode == "events" else None
         self.web = SlackWeb(
             http,
@@ -81,100 +83,29 @@ class SlackBinding:
             limiter=limiter,
         )
         self.transport = SlackTransport(self.web)
-        self.relay = ReplyRelay(
-            platform="slack",
-            account_id=account_id,
-            transport=self.transport,
-            store=host,
-            settings=RelaySettings(chunk_limit=config.chunk_limit, edit_interval_s=config.edit_interval_s),
-        )
-        self.pipeline = InboundPipeline(
-            platform="slack",
-            account_id=account_id,
-            config=config,
-            host=host,
-            relay=self.relay,
-            transport=self.transport,
-        )
         self.protocol = SocketModeProtocol()
-        self.machine = self.protocol.machine if config.mode == "socket" else StateMachine()
-        self._status = StatusReporter(host, self.binding_id)
-        self._state_changed = asyncio.Event()
-        self.machine.add_listener(self._on_state)
-        self._connector = connector or websockets_connector(
-            SocketSettings(ping_interval_s=10.0, ping_timeout_s=10.0)
+        super().__init__(
+            config,
+            host,
+            account_id=account_id,
+            transport=self.transport,
+            chunk_limit=config.chunk_limit,
+            machine=self.protocol.machine if config.mode == "socket" else StateMachine(),
+            connector=connector
+            or websockets_connector(SocketSettings(ping_interval_s=10.0, ping_timeout_s=10.0)),
         )
         self._backoff = reconnect_backoff
-        self._events: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=EVENT_QUEUE_SIZE)
         self.auth: AuthInfo | None = None
         self._auth_ready = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     @property
-    def state(self) -> ConnectionState:
-        return self.machine.state
+    def _streaming(self) -> bool:
+        return self._config.mode == "socket"
 
-    @property
-    def queue_size(self) -> int:
-        return self._events.qsize()
-
-    async def start(self) -> None:
-        """Start in the background (idempotent); see `wait_for_state`."""
-        if self._task is None and not self._closed:
-            self._task = asyncio.create_task(self._main(), name=self.binding_id)
-
-    async def aclose(self) -> None:
-        """Stop every task, unsubscribe, report `closed` (idempotent)."""
-        if self._closed:
-            return
-        self._closed = True
-        self.pipeline.close()
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait({task})
-            if not task.cancelled() and task.exception() is not None:
-                log.error("slack binding ended with an error", error=repr(task.exception()))
-        if self.machine.state is not ConnectionState.CLOSED:
-            self.machine.transition(ConnectionState.CLOSED)
-
-    async def stop(self) -> None:
-        """Same as `aclose()`."""
-        await self.aclose()
-
-    async def __aenter__(self) -> SlackBinding:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def wait_for_state(self, state: ConnectionState) -> None:
-        """Return once the binding is in `state` (bound it with `asyncio.timeout`)."""
-        while self.machine.state is not state:
-            self._state_changed.clear()
-            await self._state_changed.wait()
-
-    def _on_state(self, old: ConnectionState, new: ConnectionState) -> None:
-        log.info("slack state", binding=self.binding_id, old=old.value, new=new.value)
-        self._status.state_changed(new)
-        self._state_changed.set()
-
-    async def _main(self) -> None:
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(self.relay.run())
-            tg.create_task(self._recover())
-            if not await self._authenticate():
-                return
-            if self._config.mode == "socket":
-                tg.create_task(self._event_worker())
-                tg.create_task(self._run_socket())
-            else:
-                self.machine.transition(ConnectionState.CONNECTING)
-                self.machine.transition(ConnectionState.READY)
+    async def _prepare(self) -> bool:
+        return await self._authenticate()
 
     async def _authenticate(self) -> bool:
         delay = self._backoff[0]
@@ -192,13 +123,7 @@ class SlackBinding:
             self._auth_ready.set()
             return True
 
-    async def _recover(self) -> None:
-        try:
-            await self.relay.recover()
-        except Exception:
-            log.exception("outbox recovery failed", binding=self.binding_id)
-
-    async def _run_socket(self) -> None:
+    async def _run_socket_shell(self) -> None:
         shell = SocketModeShell(
             self.protocol,
             open_url=self.web.open_connection,
@@ -225,13 +150,8 @@ class SlackBinding:
         elif isinstance(event, Disconnect):
             log.info("slack asked to reconnect", reason=event.reason)
 
-    async def _event_worker(self) -> None:
-        while True:
-            payload = await self._events.get()
-            try:
-                await self.handle_callback(payload)
-            except Exception:  # one bad event must not stop the binding
-                log.exception("slack event failed", binding=self.binding_id)
+    async def _handle_event(self, event: dict[str, Any]) -> None:
+        await self.handle_callback(event)
 
     async def handle_callback(self, payload: dict[str, Any]) -> Outcome | None:
         """Handle one `event_callback` payload (from either ingress). None: not a message for
@@ -273,44 +193,6 @@ class SlackBinding:
         await self.handle_callback(payload)
 
     # -- channel tools -----------------------------------------------------------------------
-
-    def tools_for(self, session_key: str) -> list[AgentTool]:
-        """`slack_add_reaction` and `slack_send_file` for a session that came from this
-        binding; no tools for any other session."""
-        if self.pipeline.origin(session_key) is None:
-            return []
-        origin = partial(self.pipeline.origin, session_key)
-        return [
-            channel_tool(
-                name="slack_add_reaction",
-                label="Add reaction",
-                description=(
-                    "Add an emoji reaction to a message in the Slack conversation this session "
-                    "came from (by default the latest message you received)."
-                ),
-                parameters={
-                    "type": "object",
-                    "properties": {
-                        "name": {"type": "string", "description": "Emoji name, e.g. thumbsup."},
-                        "message_ts": {"type": "string", "description": "Message to react to (optional)."},
-                    },
-                    "required": ["name"],
-                    "additionalProperties": False,
-                },
-                origin=origin,
-                action=self._react,
-                platform="slack",
-            ),
-            channel_tool(
-                name="slack_send_file",
-                label="Send file",
-                description="Share a file in the Slack conversation (and thread) this session came from.",
-                parameters=FILE_PARAMETERS,
-                origin=origin,
-                action=self._send_file,
-                platform="slack",
-            ),
-        ]
 
     async def _react(self, origin: SessionOrigin, params: dict[str, Any], tool_call_id: str) -> str:
         ts = str(params.get("message_ts") or origin.last_message_id)

@@ -12,7 +12,7 @@ from bindings.chunking import chunk_text
 from bindings.config import DiscordAccountConfig
 from bindings.discord import DiscordBinding, GatewayTimings
 from bindings.state import ConnectionState
-from tests.bindings.helpers import wait_until
+from tests.bindings.helpers import account_settings, ready, stream_reply, wait_until
 from tests.bindings.memory_host import MemoryHost
 from tests.bindings.standins.discord import DiscordStandIn
 
@@ -30,20 +30,8 @@ CHANNEL = "500"
 def make_binding(
     discord: DiscordStandIn, host: MemoryHost, http: httpx.AsyncClient, **settings: Any
 ) -> DiscordBinding:
-    values: dict[str, Any] = {
-        "api_base_url": discord.api_base_url,
-        "group_policy": "open",
-        "require_mention": False,
-        "edit_interval_s": 0.2,
-    }
-    values.update(settings)
-    config = DiscordAccountConfig(**values)
+    config = DiscordAccountConfig(**account_settings(discord.api_base_url, **settings))
     return DiscordBinding(config, host, http, env={"DISCORD_BOT_TOKEN": discord.token}, timings=FAST)
-
-
-async def ready(binding: DiscordBinding) -> None:
-    async with asyncio.timeout(5):
-        await binding.wait_for_state(ConnectionState.READY)
 
 
 async def test_message_gets_one_streamed_edited_split_reply(
@@ -58,16 +46,8 @@ async def test_message_gets_one_streamed_edited_split_reply(
         assert inbound.session_key == "agent:main:discord:channel:500"
         assert inbound.text == "write me an essay"
         assert inbound.message_id == message["id"]
-        run_id = host.results[inbound.idempotency_key].run_id
-        assert run_id is not None
-
-        text = ""
-        for i in range(30):
-            text += f"Paragraph {i}: " + "lorem ipsum dolor sit amet " * 5 + "\n\n"
-            host.emit(inbound.session_key, run_id, "delta", text)
-            await asyncio.sleep(0.03)
-        host.emit(inbound.session_key, run_id, "final", text)
-        await wait_until(lambda: binding.relay.active_streams == 0)
+        parts = [f"Paragraph {i}: " + "lorem ipsum dolor sit amet " * 5 + "\n\n" for i in range(30)]
+        text = await stream_reply(binding, host, inbound, parts)
 
         expected = chunk_text(text, 2000)
         assert len(expected) >= 2

@@ -11,7 +11,7 @@ from bindings.chunking import chunk_text
 from bindings.config import SlackAccountConfig
 from bindings.slack import SlackBinding
 from bindings.state import ConnectionState
-from tests.bindings.helpers import wait_until
+from tests.bindings.helpers import account_settings, ready, stream_reply, wait_until
 from tests.bindings.memory_host import MemoryHost
 from tests.bindings.standins.slack import SlackStandIn
 
@@ -21,20 +21,9 @@ CHANNEL = "C1"
 def make_binding(
     slack: SlackStandIn, host: MemoryHost, http: httpx.AsyncClient, **settings: Any
 ) -> SlackBinding:
-    values: dict[str, Any] = {
-        "api_base_url": slack.api_base_url,
-        "group_policy": "open",
-        "require_mention": False,
-        "edit_interval_s": 0.2,
-    }
-    values.update(settings)
+    config = SlackAccountConfig(**account_settings(slack.api_base_url, **settings))
     env = {"SLACK_BOT_TOKEN": slack.bot_token, "SLACK_APP_TOKEN": slack.app_token}
-    return SlackBinding(SlackAccountConfig(**values), host, http, env=env, reconnect_backoff=(0.05, 0.2))
-
-
-async def ready(binding: SlackBinding) -> None:
-    async with asyncio.timeout(5):
-        await binding.wait_for_state(ConnectionState.READY)
+    return SlackBinding(config, host, http, env=env, reconnect_backoff=(0.05, 0.2))
 
 
 async def test_message_gets_one_streamed_threaded_reply(
@@ -50,15 +39,8 @@ async def test_message_gets_one_streamed_threaded_reply(
         assert inbound.session_key == f"agent:main:slack:channel:c1:thread:{event['ts']}"
         assert inbound.reply_route.thread_id == event["ts"]
         assert inbound.team_id == slack.team_id
-        run_id = host.results[inbound.idempotency_key].run_id
-        assert run_id is not None
-        text = ""
-        for i in range(20):
-            text += f"Point {i}: " + "the service degraded " * 6 + "\n"
-            host.emit(inbound.session_key, run_id, "delta", text)
-            await asyncio.sleep(0.03)
-        host.emit(inbound.session_key, run_id, "final", text)
-        await wait_until(lambda: binding.relay.active_streams == 0)
+        parts = [f"Point {i}: " + "the service degraded " * 6 + "\n" for i in range(20)]
+        text = await stream_reply(binding, host, inbound, parts)
     expected = chunk_text(text, 1000)
     assert len(expected) >= 2
     assert slack.bot_texts(CHANNEL, thread_ts=event["ts"]) == expected

@@ -20,7 +20,6 @@ import itertools
 import json
 import time
 from collections.abc import Callable
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +31,7 @@ from starlette.routing import Route
 from tests.bindings.helpers import wait_until
 from tests.bindings.standins.discord_gateway import GatewayStandIn
 from tests.bindings.standins.forms import parse_multipart
-from tests.bindings.standins.server import serve_http
+from tests.bindings.standins.server import StandInServers
 
 
 @dataclass
@@ -66,7 +65,7 @@ class _Window:
     count: int = 0
 
 
-class DiscordStandIn:
+class DiscordStandIn(StandInServers):
     def __init__(
         self,
         *,
@@ -108,17 +107,14 @@ class DiscordStandIn:
             heartbeat_interval_ms=heartbeat_interval_ms,
         )
         self.http_port = 0
-        self._stack = AsyncExitStack()
+        super().__init__()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def __aenter__(self) -> DiscordStandIn:
-        self.http_port = await self._stack.enter_async_context(serve_http(self._app()))
+        self.http_port = await self._serve_http(self._app())
         await self._stack.enter_async_context(self.gateway)
         return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._stack.aclose()
 
     @property
     def api_base_url(self) -> str:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
 import websockets
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
+
+from tests.bindings.standins.server import StandInServers
 
 REQUIRED_INTENTS = 1 | 512 | 4096 | 32768
 
@@ -40,7 +41,7 @@ class GatewaySession:
     valid: bool = True
 
 
-class GatewayStandIn:
+class GatewayStandIn(StandInServers):
     def __init__(
         self, *, token: str, bot_user_id: str, application_id: str, heartbeat_interval_ms: int
     ) -> None:
@@ -55,15 +56,11 @@ class GatewayStandIn:
         self.resumes: list[dict[str, Any]] = []
         self.invalid_sessions_sent = 0
         self.port = 0
-        self._stack = AsyncExitStack()
+        super().__init__()
 
     async def __aenter__(self) -> GatewayStandIn:
-        server = await self._stack.enter_async_context(serve(self._serve, "127.0.0.1", 0))
-        self.port = int(next(iter(server.sockets)).getsockname()[1])
+        self.port = await self._serve_ws(self._serve)
         return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._stack.aclose()
 
     @property
     def url(self) -> str:

@@ -1,14 +1,17 @@
-"""Run a stand-in's ASGI app on a real loopback port (uvicorn), for as long as a test needs it."""
+"""Run a stand-in's ASGI app (uvicorn) or WebSocket handler on a real loopback port, for as long
+as a test needs it."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
+from websockets.asyncio.server import ServerConnection, serve
 
 
 @asynccontextmanager
@@ -39,3 +42,23 @@ async def serve_http(app: ASGIApp) -> AsyncIterator[int]:
         server.should_exit = True
         await task
         sock.close()
+
+
+class StandInServers:
+    """Base of a stand-in: the servers it starts (`_serve_http`, `_serve_ws`, `_enter`) all stop
+    at `__aexit__`."""
+
+    def __init__(self) -> None:
+        self._stack = AsyncExitStack()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    async def _serve_http(self, app: ASGIApp) -> int:
+        """Serve `app` over HTTP; returns the port."""
+        return await self._stack.enter_async_context(serve_http(app))
+
+    async def _serve_ws(self, handler: Callable[[ServerConnection], Awaitable[None]], **options: Any) -> int:
+        """Serve WebSocket connections with `handler` (`options` go to `serve`); returns the port."""
+        server = await self._stack.enter_async_context(serve(handler, "127.0.0.1", 0, **options))
+        return int(next(iter(server.sockets)).getsockname()[1])

@@ -23,7 +23,6 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,13 +31,13 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request as WsRequest
 from websockets.http11 import Response as WsResponse
 
 from tests.bindings.helpers import wait_until
 from tests.bindings.standins.forms import parse_urlencoded
-from tests.bindings.standins.server import serve_http
+from tests.bindings.standins.server import StandInServers
 
 APP_TOKEN_METHODS = frozenset({"apps.connections.open"})
 
@@ -59,7 +58,7 @@ class Update:
     at: float
 
 
-class SlackStandIn:
+class SlackStandIn(StandInServers):
     def __init__(
         self,
         *,
@@ -92,18 +91,12 @@ class SlackStandIn:
         self._delay_next_post: float | None = None
         self.http_port = 0
         self.ws_port = 0
-        self._stack = AsyncExitStack()
+        super().__init__()
 
     async def __aenter__(self) -> SlackStandIn:
-        self.http_port = await self._stack.enter_async_context(serve_http(self._app()))
-        server = await self._stack.enter_async_context(
-            serve(self._socket, "127.0.0.1", 0, process_request=self._check_ticket)
-        )
-        self.ws_port = int(next(iter(server.sockets)).getsockname()[1])
+        self.http_port = await self._serve_http(self._app())
+        self.ws_port = await self._serve_ws(self._socket, process_request=self._check_ticket)
         return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._stack.aclose()
 
     @property
     def api_base_url(self) -> str:
