@@ -129,6 +129,8 @@ async def test_tool_printing_gigabytes_keeps_output_capped_and_daemon_memory_fla
     text = tool["result"]["content"][0]["text"]
     assert len(text.encode()) <= 65536 and "[Output truncated" in text, text[-300:]
     grew = (rss.peak - rss.baseline) / 2**20
+    baseline = rss.baseline / 2**20
+    print(f"{total / 1e9:.0f} GB of tool output: daemon RSS peak +{grew:.1f} MiB over {baseline:.1f} MiB")
     assert grew < 64, f"daemon RSS rose by {grew:.1f} MiB while the tool printed {total / 2**30:.1f} GiB"
     async with connected(long_timeout) as client:
         size_after = (await client.call("status"))["database"]["sizeBytes"]
