@@ -27,7 +27,7 @@ from gateway import __version__
 from gateway.auth import AuthConfig
 from gateway.bridge import Bridge
 from gateway.config import GatewayConfig, load_config, redacted
-from gateway.connection import SOCKET_TRANSPORT, serve_connection
+from gateway.connection import SOCKET_PROTOCOL, SOCKET_TRANSPORT, serve_connection
 from gateway.directory import Directory
 from gateway.hub import Hub
 from gateway.state import GatewayState, Limits
@@ -285,6 +285,9 @@ def create_app(gateway: Gateway) -> Starlette:
     return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(KeepSocketTransport)])
 
 
+_FAST_PATH_ATTRIBUTES = ("conn", "writable", "handshake_complete", "close_sent", "disconnected")
+
+
 class KeepSocketTransport:
     """Puts the server's asyncio transport of each WebSocket connection into its scope (key
     `SOCKET_TRANSPORT`), when the server's `send` is a method of the protocol object that owns
@@ -297,7 +300,10 @@ class KeepSocketTransport:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
-            transport = getattr(getattr(send, "__self__", None), "transport", None)
+            owner = getattr(send, "__self__", None)
+            transport = getattr(owner, "transport", None)
             if isinstance(transport, asyncio.WriteTransport):
                 scope[SOCKET_TRANSPORT] = transport
+                if all(hasattr(owner, name) for name in _FAST_PATH_ATTRIBUTES):
+                    scope[SOCKET_PROTOCOL] = owner
         await self.app(scope, receive, send)

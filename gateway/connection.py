@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from starlette.websockets import WebSocket, WebSocketDisconnect
+from websockets.protocol import State
 
 from gateway.hub import Outlet, encode_event
 from gateway.methods import HANDLERS
@@ -36,6 +37,10 @@ CLOSE_TIMEOUT_S = 3.0
 dropped without it."""
 
 SOCKET_TRANSPORT = "gateway.transport"
+SOCKET_PROTOCOL = "gateway.protocol"
+_OPEN = State.OPEN
+"""Scope key of the server's protocol object for the connection (uvicorn's sans-I/O WebSocket
+protocol), when present: frames are then written to it directly, several per socket write."""
 """Scope key under which the app keeps the server's asyncio transport of a WebSocket (see
 `gateway.app`), so that a connection stuck behind a client that does not read can be aborted."""
 
@@ -49,9 +54,33 @@ class _Transport:
         raw = ws.scope.get(SOCKET_TRANSPORT)
         self._raw: asyncio.WriteTransport | None = raw if isinstance(raw, asyncio.WriteTransport) else None
         self._closed = False
+        self._proto: Any = ws.scope.get(SOCKET_PROTOCOL)
 
     async def send_text(self, data: str) -> None:
         await self.ws.send_text(data)
+
+    def write_now(self, texts: list[str]) -> bool:
+        """The fan-out fast path: encode the frames with the server's own WebSocket protocol
+        object and write them to the socket in one call, as the server's `send` would one by
+        one. Only while the socket takes data without waiting (the server's flow control) and
+        the connection is open; otherwise False and the regular `send_text` path is used."""
+        proto = self._proto
+        if (
+            proto is None
+            or self._closed
+            or not proto.handshake_complete
+            or proto.close_sent
+            or proto.disconnected
+            or not proto.writable.is_set()
+            or proto.transport.is_closing()
+            or proto.conn.state is not _OPEN
+        ):
+            return False
+        conn = proto.conn
+        for text in texts:
+            conn.send_text(text.encode())
+        proto.transport.write(b"".join(conn.data_to_send()))
+        return True
 
     async def close(self, code: int, reason: str) -> None:
         """Close with `code`; when the close frame cannot be written within `close_timeout`

@@ -39,6 +39,11 @@ class Transport(Protocol):
 
     async def send_text(self, data: str) -> None: ...
 
+    def write_now(self, texts: list[str]) -> bool:
+        """Write these frames at once without waiting, or return False having written nothing
+        (the caller then uses `send_text`, which waits for the socket)."""
+        ...
+
     async def close(self, code: int, reason: str) -> None:
         """Send a close frame and end the connection; must return in bounded time even when
         the peer does not read (then the connection is dropped without the frame)."""
@@ -216,12 +221,28 @@ class Outlet:
                 await self._closer
             self._closer = None
 
+    def _write_batch(self) -> bool:
+        """Hand every queued frame (up to a bound) to the socket in one write when it can take
+        them now; False when it cannot (nothing is taken from the queue then)."""
+        write_now = getattr(self.transport, "write_now", None)
+        if write_now is None:
+            return False
+        count = min(len(self.queue), 512)
+        batch = [self.queue[i] for i in range(count)]
+        if not write_now(batch):
+            return False
+        for _ in range(count):
+            self.buffered -= len(self.queue.popleft())
+        return True
+
     async def _write_loop(self) -> None:
         try:
             while not self.closed:
                 if not self.queue:
                     self._wake.clear()
                     await self._wake.wait()
+                    continue
+                if len(self.queue) > 0 and self._write_batch():
                     continue
                 text = self.queue.popleft()
                 self.buffered -= len(text)
