@@ -165,6 +165,11 @@ async def test_subagents_do_not_deadlock_when_parents_hold_every_slot(harnesses:
         assert outcome["text"] == f"echo: child said echo: task {n}"
     outcome = await asyncio.wait_for(h.wait("p-deep"), 10)
     assert outcome["text"] == "echo: child said echo: child said echo: deepest"
+    # A run's outcome is recorded just before its slot is given back: wait for the release.
+    for _ in range(200):
+        if h.manager.limiter.active == 0 and h.manager.limiter.waiting == 0:
+            break
+        await asyncio.sleep(0.01)
     assert h.manager.limiter.active == 0 and h.manager.limiter.waiting == 0
 
 
