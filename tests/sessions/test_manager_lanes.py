@@ -54,7 +54,7 @@ async def test_runs_never_overlap_and_the_limiter_caps_concurrency(harnesses: Ha
         assert (await h.wait(key))["status"] == "ok"
     assert log.max_per_session == 1
     assert log.max_total <= 2
-    assert h.manager.limiter.active == 0
+    await h.wait_for(lambda: h.manager.limiter.active == 0)
     for session in sessions:
         await h.check_log(session.id)
 
@@ -82,7 +82,7 @@ async def test_the_limiter_holds_runs_beyond_the_cap_until_a_slot_frees(harnesse
     for n in range(3):
         assert (await h.wait(f"cap-{n}"))["status"] == "ok"
     assert sorted(entered) == ["s0", "s1", "s2"]
-    assert h.manager.limiter.active == 0
+    await h.wait_for(lambda: h.manager.limiter.active == 0)
 
 
 async def test_interrupted_and_queued_runs_of_a_session_follow_each_other(harnesses: HarnessFactory) -> None:
@@ -166,11 +166,7 @@ async def test_subagents_do_not_deadlock_when_parents_hold_every_slot(harnesses:
     outcome = await asyncio.wait_for(h.wait("p-deep"), 10)
     assert outcome["text"] == "echo: child said echo: child said echo: deepest"
     # A run's outcome is recorded just before its slot is given back: wait for the release.
-    for _ in range(200):
-        if h.manager.limiter.active == 0 and h.manager.limiter.waiting == 0:
-            break
-        await asyncio.sleep(0.01)
-    assert h.manager.limiter.active == 0 and h.manager.limiter.waiting == 0
+    await h.wait_for(lambda: h.manager.limiter.active == 0 and h.manager.limiter.waiting == 0)
 
 
 async def test_aborting_a_run_that_waits_for_a_slot(harnesses: HarnessFactory) -> None:
