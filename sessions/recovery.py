@@ -34,7 +34,7 @@ from sessions.ids import new_id
 from sessions.journal import Journal, JournalItem
 from sessions.records import EntryRecord, EventRecord, InputRecord, RunRecord, SessionRecord
 from sessions.schema import SessionStatus
-from sessions.session_events import SessionEvent
+from sessions.session_events import SessionEvent, open_reply
 from sessions.store import NewEntry, Store
 
 __all__ = [
@@ -164,7 +164,7 @@ async def _close_run(store: Store, journal: Journal, run: RunRecord) -> None:
 async def _append_cut_off(
     store: Store, journal: Journal, session: SessionRecord, run_id: str, events: list[EventRecord]
 ) -> None:
-    partial_text, partial_id = _partial(events)
+    partial_text, partial_id = open_reply(events)
     entries = await store.transcript(session.id)
     messages = _messages(entries)
     closing = cut_off_messages(
@@ -284,24 +284,6 @@ async def _run_events(store: Store, session_id: str, run_id: str) -> list[EventR
             return out
         out.extend(e for e in batch if e.run_id == run_id)
         after = batch[-1].seq
-
-
-def _partial(events: list[EventRecord]) -> tuple[str, str | None]:
-    """Text streamed for the assistant message that was open when the run stopped, and its id."""
-    open_id: str | None = None
-    text: list[str] = []
-    for event in events:
-        payload = event.payload
-        if event.type == "message.started" and payload.get("role") == "assistant":
-            open_id = payload.get("messageId")
-            text = []
-        elif event.type == "message.delta" and payload.get("messageId") == open_id:
-            if payload.get("kind") == "text":
-                text.append(str(payload.get("delta", "")))
-        elif event.type == "message.completed" and payload.get("messageId") == open_id:
-            open_id = None
-            text = []
-    return "".join(text), open_id
 
 
 def _messages(entries: list[EntryRecord]) -> list[AgentMessage]:

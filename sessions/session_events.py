@@ -10,6 +10,7 @@ turns and times tools.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,6 +34,7 @@ from agent_core import (
 from sessions.ids import new_id
 
 __all__ = [
+    "open_reply",
     "DROPPABLE",
     "EVENT_NAMES",
     "Draft",
@@ -230,6 +232,24 @@ class RunTranslator:
         if error_message is not None:
             data["errorMessage"] = error_message
         return Draft("agent.finished", data)
+
+
+def open_reply(events: Iterable[Any]) -> tuple[str, str | None]:
+    """From logged events (records with `type` and a dict `payload`, in seq order): the text
+    streamed so far for the assistant message still open at the end, and its message id
+    (`("", None)` when every started message was completed)."""
+    open_id: str | None = None
+    text: list[str] = []
+    for event in events:
+        payload = event.payload
+        if event.type == "message.started" and payload.get("role") == "assistant":
+            open_id, text = payload.get("messageId"), []
+        elif event.type == "message.delta" and payload.get("messageId") == open_id:
+            if payload.get("kind") == "text":
+                text.append(str(payload.get("delta", "")))
+        elif event.type == "message.completed" and payload.get("messageId") == open_id:
+            open_id, text = None, []
+    return ("".join(text), open_id) if open_id is not None else ("", None)
 
 
 def _jsonable(value: Any) -> Any:

@@ -4,12 +4,12 @@ subscriptions and the resume call."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from gateway.methods.base import Call, MethodError, from_sessions_error, invalid
 from gateway.rows import session_row, tree_row
 from sessions.errors import SessionsError
+from sessions.session_events import open_reply
 from sessions.store import SessionRecord
 
 QUEUE_MODES = ("steer", "followup", "collect", "interrupt")
@@ -346,7 +346,7 @@ async def sessions_events_subscribe(call: Call) -> Any:
             if pruned > after:
                 replay = "compacted"
                 events = await _read_range(store, record.id, after, last_seq)
-                snapshot = _snapshot(record, events, last_seq, call)
+                snapshot = _snapshot(record, events, last_seq)
             else:
                 replay = "exact"
                 snapshot = None
@@ -456,27 +456,11 @@ async def _read_range(store: Any, session_id: str, after: int, until: int) -> li
     return out
 
 
-def _snapshot(record: SessionRecord, events: list[Any], last_seq: int, call: Call) -> dict[str, Any]:
-    messages = []
-    open_id = None
-    partial_text: list[str] = []
-    for event in events:
-        payload = event.payload if isinstance(event.payload, dict) else json.loads(event.payload)
-        if event.type == "message.completed":
-            messages.append(payload.get("message"))
-            if payload.get("messageId") == open_id:
-                open_id, partial_text = None, []
-        elif event.type == "message.started" and payload.get("role") == "assistant":
-            open_id, partial_text = payload.get("messageId"), []
-        elif (
-            event.type == "message.delta"
-            and payload.get("messageId") == open_id
-            and payload.get("kind") == "text"
-        ):
-            partial_text.append(payload.get("delta", ""))
-    partial = None
-    if open_id is not None:
-        partial = {"messageId": open_id, "role": "assistant", "text": "".join(partial_text)}
+def _snapshot(record: SessionRecord, events: list[Any], last_seq: int) -> dict[str, Any]:
+    """`session.snapshot`: the messages committed in `events` and the reply still open."""
+    messages = [e.payload.get("message") for e in events if e.type == "message.completed"]
+    text, open_id = open_reply(events)
+    partial = None if open_id is None else {"messageId": open_id, "role": "assistant", "text": text}
     return {
         "sessionId": record.id,
         "sessionKey": (record.keys or [None])[0],

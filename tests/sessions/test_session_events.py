@@ -136,3 +136,28 @@ def test_the_wire_payload_and_droppable_events() -> None:
     assert e.droppable
     assert not SessionEvent("s1", 5, "message.completed", {}).droppable
     assert set(EVENT_NAMES) >= DROPPABLE
+
+
+def test_open_reply_is_the_text_of_the_assistant_message_still_streaming() -> None:
+    from types import SimpleNamespace
+
+    from sessions.session_events import open_reply
+
+    def ev(type_: str, **payload: object) -> SimpleNamespace:
+        return SimpleNamespace(type=type_, payload=payload)
+
+    done = [
+        ev("message.started", role="assistant", messageId="m1"),
+        ev("message.delta", messageId="m1", kind="text", delta="hel"),
+        ev("message.completed", messageId="m1"),
+    ]
+    assert open_reply(done) == ("", None)
+    streaming = [
+        *done,
+        ev("message.started", role="user", messageId="u2"),
+        ev("message.started", role="assistant", messageId="m2"),
+        ev("message.delta", messageId="m2", kind="thinking", delta="hmm"),
+        ev("message.delta", messageId="m2", kind="text", delta="par"),
+        ev("message.delta", messageId="m2", kind="text", delta="tial"),
+    ]
+    assert open_reply(streaming) == ("partial", "m2")
