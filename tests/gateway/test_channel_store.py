@@ -3,17 +3,13 @@ PostgreSQL, across a reopened store."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from bindings import DEDUPE_TTL_S, OutboxRecord, ReplyRoute
 from bindings.access import PAIRING_MAX_PENDING, PAIRING_TTL_S
 from gateway.channel_store import OUTBOX_KEEP_S, ChannelStore
-from sessions.store import Store, default_url
-from tests.sessions.conftest import BACKENDS, PG_URL, drop_schema, url_with_schema
+from sessions.store import Store
+from tests.sessions.conftest import store, store_url  # noqa: F401  (shared store fixtures)
 
 
 class Clock:
@@ -27,32 +23,13 @@ class Clock:
         self.ms += int(seconds * 1000)
 
 
-@pytest.fixture(params=BACKENDS)
-async def db_url(request: pytest.FixtureRequest, gateway_home: Path) -> AsyncIterator[str]:
-    if request.param == "sqlite":
-        yield default_url(gateway_home)
-        return
-    assert PG_URL is not None
-    schema = f"gw_test_{uuid.uuid4().hex[:20]}"
-    try:
-        yield url_with_schema(PG_URL, schema)
-    finally:
-        await drop_schema(PG_URL, schema)
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    async with Store.open(db_url) as opened:
-        yield opened
-
-
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
 
 
 @pytest.fixture
-def channels(store: Store, clock: Clock) -> ChannelStore:
+def channels(store: Store, clock: Clock) -> ChannelStore:  # noqa: F811
     return ChannelStore(store.database, clock=clock)
 
 
@@ -87,8 +64,8 @@ async def test_dedupe_never_remembers_for_less_than_twenty_minutes(
     assert not await channels.dedupe("discord", "default", "msg:1:2", ttl_s=5)
 
 
-async def test_state_survives_reopening_the_store(db_url: str, clock: Clock) -> None:
-    async with Store.open(db_url) as first:
+async def test_state_survives_reopening_the_store(store_url: str, clock: Clock) -> None:  # noqa: F811
+    async with Store.open(store_url) as first:
         channels = ChannelStore(first.database, clock=clock)
         assert await channels.dedupe("discord", "default", "msg:1:2", DEDUPE_TTL_S)
         await channels.outbox_put(record("k1"))
@@ -97,7 +74,7 @@ async def test_state_survives_reopening_the_store(db_url: str, clock: Clock) -> 
         request = await channels.pairing_request("discord", "default", "u1", "mallory")
         assert request is not None
         await channels.pairing_approve(request.code)
-    async with Store.open(db_url) as second:
+    async with Store.open(store_url) as second:
         channels = ChannelStore(second.database, clock=clock)
         assert not await channels.dedupe("discord", "default", "msg:1:2", DEDUPE_TTL_S)
         [pending] = await channels.outbox_pending("discord", "default")
