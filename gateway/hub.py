@@ -274,10 +274,6 @@ class Hub:
         self._followers: dict[str, dict[str, Outlet]] = {}
         self._all_sessions_readers: dict[str, Outlet] = {}
 
-    def add(self, outlet: Outlet) -> None:
-        self.register(outlet)
-        outlet.start()
-
     def register(self, outlet: Outlet) -> None:
         """Make an authenticated outlet reachable by events (its writer is already running)."""
         self.outlets[outlet.conn_id] = outlet
@@ -311,9 +307,6 @@ class Hub:
 
     def __len__(self) -> int:
         return len(self.outlets)
-
-    def followers(self, session_id: str) -> int:
-        return len(self._followers.get(session_id, ()))
 
     def broadcast(self, frame: Frame, *, scope: str | None = None) -> None:
         for outlet in list(self.outlets.values()):
