@@ -119,6 +119,11 @@ class LaneRegistry:
         """`lane(session_id).run(op)`."""
         return await self.lane(session_id).run(op)
 
+    def depth(self, session_id: str) -> int:
+        """Operations waiting or running on one session's lane (0 when it has none)."""
+        lane = self._lanes.get(session_id)
+        return lane.depth if lane is not None else 0
+
     def depths(self) -> dict[str, int]:
         """Operations running or waiting, per session that has any."""
         return {sid: lane.depth for sid, lane in list(self._lanes.items()) if lane.depth}

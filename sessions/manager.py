@@ -281,7 +281,7 @@ class SessionManager:
         existing = await self.store.get_input(idempotency_key)
         if existing is not None:
             return await self._repeat(existing, session)
-        if self.lanes.depths().get(session.id, 0) >= self.settings.lane_depth:
+        if self.lanes.depth(session.id) >= self.settings.lane_depth:
             raise LaneFull("this session has too many operations waiting", retry_after_ms=1000)
         mode = queue_mode or session.queue_mode or self.directory.profile(session.agent_id).queue_mode
         user = _user_message(message, idempotency_key)
@@ -488,7 +488,7 @@ class SessionManager:
             if (
                 failed
                 and self._live.get(live.session_id) is live
-                and self._evictable(live, self.lanes.depths())
+                and self._evictable(live)
             ):
                 # Events the store refused leave the seq counter ahead of the log; the next
                 # use reloads it from the database.
@@ -771,24 +771,23 @@ class SessionManager:
     def forget(self, session_id: str) -> None:
         """Drop a live session that is not busy (after delete or reset)."""
         live = self._live.get(session_id)
-        if live is not None and self._evictable(live, self.lanes.depths()):
+        if live is not None and self._evictable(live):
             self._live.pop(session_id, None)
 
-    def _evictable(self, live: LiveSession, lane_depths: dict[str, int]) -> bool:
+    def _evictable(self, live: LiveSession) -> bool:
         """Nothing of the session is in flight: no run, no queued message, no lane operation, no
         uncommitted event (its seq counter must not be rebuilt from a stale `last_seq`)."""
         sid = live.session_id
-        return not live.busy and lane_depths.get(sid, 0) == 0 and self.journal.pending_for(sid) == 0
+        return not live.busy and self.lanes.depth(sid) == 0 and self.journal.pending_for(sid) == 0
 
     def _evict_over_cap(self, *, keep: str) -> None:
         excess = len(self._live) - self.settings.live_cap
         if excess <= 0:
             return
-        depths = self.lanes.depths()
         for sid in list(self._live):
             if excess <= 0:
                 break
-            if sid != keep and self._evictable(self._live[sid], depths):
+            if sid != keep and self._evictable(self._live[sid]):
                 del self._live[sid]
                 excess -= 1
 
@@ -796,11 +795,10 @@ class SessionManager:
         """Drop live sessions unused for `live_idle_ttl_s` that are not busy; return how many."""
         now = time.monotonic() if now is None else now
         ttl = self.settings.live_idle_ttl_s
-        depths = self.lanes.depths()
         evicted = 0
         for sid in list(self._live):
             live = self._live[sid]
-            if now - live.last_used > ttl and self._evictable(live, depths):
+            if now - live.last_used > ttl and self._evictable(live):
                 del self._live[sid]
                 evicted += 1
         return evicted

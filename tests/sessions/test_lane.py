@@ -190,12 +190,14 @@ async def test_registry_shares_a_lane_while_busy_and_drops_it_when_idle() -> Non
     second = asyncio.create_task(lane.run(tracker.op(2)))
     await settle()
     assert registry.depths() == {"s1": 2}
+    assert (registry.depth("s1"), registry.depth("other")) == (2, 0)
     del lane
     tracker.gates[1].set()
     await asyncio.gather(first, second)
     assert tracker.started == [1, 2]
     assert len(registry) == 0
     assert registry.depths() == {}
+    assert registry.depth("s1") == 0
 
 
 async def test_lanes_of_idle_sessions_do_not_accumulate() -> None:
