@@ -10,8 +10,10 @@ Durability promises the host must keep (the bindings rely on them):
 - `submit` records the input (keyed by `InboundMessage.idempotency_key`) before it returns; a
   second submit with the same key answers `duplicate` and runs nothing. The binding acknowledges
   the platform only after `submit` returned.
-- `dedupe` answers True exactly once per `(platform, account_id, event_id)` within `ttl_s`, also
-  across restarts.
+- `dedupe_remember` keeps an event id for at least `ttl_s` (and `DEDUPE_TTL_S`), also across
+  restarts; `dedupe_seen` answers whether it is kept. A binding remembers an event only once it
+  is handled (see `bindings.dedupe`), so an event cut off by a crash is handled again when the
+  platform redelivers it.
 - Outbox records, channel cursors and pairing state survive restarts.
 """
 
@@ -189,8 +191,12 @@ class ReplySource(Protocol):
 
 
 class DedupeStore(Protocol):
-    async def dedupe(self, platform: str, account_id: str, event_id: str, ttl_s: float) -> bool:
-        """True the first time `event_id` is seen within `ttl_s` (at least `DEDUPE_TTL_S`)."""
+    async def dedupe_seen(self, platform: str, account_id: str, event_id: str) -> bool:
+        """Whether `event_id` is remembered (and has not expired)."""
+        ...
+
+    async def dedupe_remember(self, platform: str, account_id: str, event_id: str, ttl_s: float) -> None:
+        """Remember `event_id` for `ttl_s`, at least `DEDUPE_TTL_S` (idempotent)."""
         ...
 
 

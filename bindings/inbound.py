@@ -1,11 +1,13 @@
 """What a binding does with a chat message, whatever the platform: dedupe, access, routing,
 submit, and wiring the session's replies to the relay.
 
-Order matters. The message id is claimed in the host's dedupe table first (a redelivered message
-stops here), access runs before routing, and the relay learns the reply route and subscribes to
-the session *before* the input is submitted, so the first delta of a run that starts at once
-already has somewhere to go. The host records the input before `submit` returns; only then does
-the platform get its acknowledgement (the caller's job).
+Order matters. A message already handled stops first (`bindings.dedupe`: its id is remembered
+only once the message is handled, so a message cut off by a crash runs when it is redelivered),
+access runs before routing, and the relay learns the reply route and subscribes to the session
+*before* the input is submitted, so the first delta of a run that starts at once already has
+somewhere to go. The host records the input before `submit` returns; only then does the platform
+get its acknowledgement (the caller's job), and a `rejected` outcome means nothing was recorded:
+the caller should leave the platform unacknowledged so that it delivers the message again.
 
 Subscriptions are kept for the `max_sessions` most recently active session keys; older ones are
 unsubscribed (a conversation that resumes subscribes again with its next message).
@@ -24,8 +26,8 @@ import structlog
 
 from bindings.access import AccessRequest, check_access, pairing_reply_text
 from bindings.config import AccountConfig
+from bindings.dedupe import EventOnce
 from bindings.host import (
-    DEDUPE_TTL_S,
     BindingHost,
     ChatType,
     InboundMessage,
@@ -98,6 +100,7 @@ class InboundPipeline:
         self._wall_clock = wall_clock
         self._subscriptions: OrderedDict[str, Callable[[], None]] = OrderedDict()
         self._origins: OrderedDict[str, SessionOrigin] = OrderedDict()
+        self._once = EventOnce(host, platform, account_id)
 
     def origin(self, session_key: str) -> SessionOrigin | None:
         """Where `session_key`'s messages came from on this binding, if they did."""
@@ -109,9 +112,12 @@ class InboundPipeline:
 
     async def handle(self, msg: ChatMessage) -> Outcome:
         """Run one message through the pipeline. Raises only what the host raises."""
-        claim = f"msg:{msg.channel_id}:{msg.message_id}"
-        if not await self._host.dedupe(self._platform, self._account_id, claim, DEDUPE_TTL_S):
-            return "duplicate"
+        outcome = await self._once.run(
+            f"msg:{msg.channel_id}:{msg.message_id}", lambda: self._handle(msg), done=handled
+        )
+        return outcome or "duplicate"
+
+    async def _handle(self, msg: ChatMessage) -> Outcome:
         decision = await check_access(
             self._policy,
             AccessRequest(
@@ -209,6 +215,11 @@ class InboundPipeline:
         while self._subscriptions:
             _, unsubscribe = self._subscriptions.popitem()
             unsubscribe()
+
+
+def handled(outcome: Outcome | None) -> bool:
+    """Whether an outcome settles its event (anything but `rejected`: nothing was recorded)."""
+    return outcome != "rejected"
 
 
 def _touch(cache: OrderedDict[str, SessionOrigin], key: str, value: SessionOrigin) -> None:

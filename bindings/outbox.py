@@ -55,9 +55,10 @@ class MessageTransport(Protocol):
     """How the relay reaches a platform. Both calls retry rate limits themselves and raise
     `PlatformUnavailableError` (may retry later) or `PlatformRequestError` (refused)."""
 
-    async def post_message(self, route: ReplyRoute, text: str, *, key: str) -> str:
+    async def post_message(self, route: ReplyRoute, text: str, *, key: str, maybe_sent: bool = False) -> str:
         """Post `text` to `route` and return the platform message id. Posting twice with the
-        same `key` must leave one message."""
+        same `key` must leave one message. `maybe_sent`: a post with `key` may have been made
+        by a previous process (its outcome was never recorded)."""
         ...
 
     async def edit_message(self, route: ReplyRoute, message_id: str, text: str) -> None: ...
@@ -290,7 +291,9 @@ class ReplyRelay:
         for record in await self._store.outbox_pending(self._platform, self._account_id):
             try:
                 if record.state == "pending" or record.platform_message_id is None:
-                    message_id = await self._transport.post_message(record.route, record.text, key=record.key)
+                    message_id = await self._transport.post_message(
+                        record.route, record.text, key=record.key, maybe_sent=True
+                    )
                     await self._store.outbox_update(record.key, state="final", platform_message_id=message_id)
                 else:
                     await self._transport.edit_message(record.route, record.platform_message_id, record.text)

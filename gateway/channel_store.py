@@ -59,23 +59,32 @@ class ChannelStore:
 
     # -- dedupe ----------------------------------------------------------------------------------
 
-    async def dedupe(self, platform: str, account_id: str, event_id: str, ttl_s: float) -> bool:
-        """True when `event_id` is not remembered (or has expired); it is then remembered for
-        `max(ttl_s, DEDUPE_TTL_S)`. Atomic across concurrent callers."""
-        now = self._clock()
-        expires = now + int(max(ttl_s, DEDUPE_TTL_S) * 1000)
+    async def dedupe_seen(self, platform: str, account_id: str, event_id: str) -> bool:
+        """Whether `event_id` is remembered and has not expired."""
+        statement = select(channel_dedupe.c.expires_at).where(
+            channel_dedupe.c.platform == platform,
+            channel_dedupe.c.account_id == account_id,
+            channel_dedupe.c.event_id == event_id,
+        )
+        async with self._db.read() as conn:
+            expires = (await conn.execute(statement)).scalar()
+        return expires is not None and expires > self._clock()
+
+    async def dedupe_remember(self, platform: str, account_id: str, event_id: str, ttl_s: float) -> None:
+        """Remember `event_id` for `max(ttl_s, DEDUPE_TTL_S)` from now (a later expiry already
+        recorded is kept)."""
+        expires = self._clock() + int(max(ttl_s, DEDUPE_TTL_S) * 1000)
         statement = (
             self._insert(channel_dedupe)
             .values(platform=platform, account_id=account_id, event_id=event_id, expires_at=expires)
             .on_conflict_do_update(
                 index_elements=["platform", "account_id", "event_id"],
                 set_={"expires_at": expires},
-                where=channel_dedupe.c.expires_at <= now,
+                where=channel_dedupe.c.expires_at < expires,
             )
         )
         async with self._db.write() as conn:
-            result = await conn.execute(statement)
-        return bool(result.rowcount == 1)
+            await conn.execute(statement)
 
     # -- outbox ----------------------------------------------------------------------------------
 

@@ -20,7 +20,8 @@ Webhook endpoints (Discord interactions, Slack Events API) are served under
 `/bindings/discord/<account>/interactions` and `/bindings/slack/<account>/events` (`webhooks`).
 
 While the gateway drains (`stop_inbound()`), the host takes no new messages and records nothing
-for them (no dedupe claim, no cursor move), so Discord's catch-up picks them up after the restart.
+for them (`submit` answers `rejected`; no dedupe row, no cursor move): Discord's catch-up picks
+them up after the restart, and Slack, left unacknowledged, delivers them again.
 """
 
 from __future__ import annotations
@@ -417,10 +418,12 @@ class _Host:
     def subscribe_replies(self, session_key: str, listener: ReplyListener) -> Callable[[], None]:
         return self._channels.feed.subscribe(self._binding_id, session_key, listener)
 
-    async def dedupe(self, platform: str, account_id: str, event_id: str, ttl_s: float) -> bool:
-        if not self._channels.accepting:
-            return False  # not claimed: a redelivery or catch-up after the restart handles it
-        return await self._store.dedupe(platform, account_id, event_id, ttl_s)
+    async def dedupe_seen(self, platform: str, account_id: str, event_id: str) -> bool:
+        return await self._store.dedupe_seen(platform, account_id, event_id)
+
+    async def dedupe_remember(self, platform: str, account_id: str, event_id: str, ttl_s: float) -> None:
+        if self._channels.accepting:  # while draining nothing is recorded (see the module docstring)
+            await self._store.dedupe_remember(platform, account_id, event_id, ttl_s)
 
     async def outbox_put(self, record: OutboxRecord) -> None:
         await self._store.outbox_put(record)

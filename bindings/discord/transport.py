@@ -44,10 +44,15 @@ class DiscordTransport:
                 self._threads.popitem(last=False)
         return thread
 
-    async def post_message(self, route: ReplyRoute, text: str, *, key: str) -> str:
+    async def post_message(self, route: ReplyRoute, text: str, *, key: str, maybe_sent: bool = False) -> str:
+        """Post with `key` as the message's enforced nonce, so Discord itself answers a second
+        post with the first message instead of making another. `maybe_sent`: that message may
+        hold an older text; it is edited to `text` then."""
         target = await self.target_channel(route)
         reply_to = route.reply_to if target == route.channel_id else None
         message = await self._rest.create_message(target, text, nonce=key, reply_to=reply_to)
+        if maybe_sent and message.get("content") != text:
+            await self._rest.edit_message(target, str(message["id"]), text)
         return str(message["id"])
 
     async def edit_message(self, route: ReplyRoute, message_id: str, text: str) -> None:

@@ -1,12 +1,20 @@
 """`SlackBinding`: one Slack app in a workspace, over Socket Mode (default) or the Events API.
 
 Start-up calls `auth.test` to learn the bot's own user id (to recognise mentions and its own
-messages). In Socket Mode, envelopes are acked by the protocol the moment they arrive and their
-event callbacks go through a bounded queue (`EVENT_QUEUE_SIZE`; when full, the shell stops
-reading, so nothing is dropped) to one worker that handles them in order. Over the Events API,
-the callback is handled inside the request, so the input is recorded before Slack gets its 200.
-Both paths deduplicate by the callback's `event_id` first (covering retries and replays), then by
-message (`channel` + `ts`) in the pipeline.
+messages). Slack gets its acknowledgement only once the input is recorded:
+
+- In Socket Mode, event envelopes go through a bounded queue (`EVENT_QUEUE_SIZE`; when full, the
+  shell stops reading, so nothing is dropped) to one worker that handles them in order and acks
+  each envelope once it is handled. An envelope the daemon could not record (the host answered
+  `rejected`, for example while the gateway drains, or the handler failed) is left unacked, and
+  Slack delivers it again, to this connection or, after a restart, to the next one. Envelopes of
+  other types are acked at once.
+- Over the Events API, the callback is handled inside the request: 200 when it is recorded, 503
+  when it could not be (Slack retries the request).
+
+Both paths deduplicate by the callback's `event_id` (covering retries and replays), then by
+message (`channel` + `ts`) in the pipeline; an id is remembered only once handled
+(`bindings.dedupe`).
 """
 
 from __future__ import annotations
@@ -21,9 +29,10 @@ from starlette.types import ASGIApp
 
 from bindings.base import ChannelToolText, ChatBinding
 from bindings.config import SlackAccountConfig
+from bindings.dedupe import EventOnce
 from bindings.errors import BindingConfigError, PlatformRequestError, PlatformUnavailableError
-from bindings.host import DEDUPE_TTL_S, BindingHost
-from bindings.inbound import Outcome, SessionOrigin
+from bindings.host import BindingHost
+from bindings.inbound import Outcome, SessionOrigin, handled
 from bindings.ratelimit import RateLimiter
 from bindings.routing import DEFAULT_ACCOUNT_ID
 from bindings.slack.events_api import EventsEndpoint
@@ -43,7 +52,7 @@ AUTH_WAIT_S = 2.0
 retries it)."""
 
 
-class SlackBinding(ChatBinding[SlackAccountConfig, dict[str, Any]]):
+class SlackBinding(ChatBinding[SlackAccountConfig, Envelope]):
     """A Slack app. Use `async with SlackBinding(...)` or `start()` / `aclose()`.
 
     `http` carries every Web API call (its owner closes it); `env` holds the secrets (default:
@@ -97,6 +106,8 @@ class SlackBinding(ChatBinding[SlackAccountConfig, dict[str, Any]]):
         self._backoff = reconnect_backoff
         self.auth: AuthInfo | None = None
         self._auth_ready = asyncio.Event()
+        self._shell: SocketModeShell | None = None
+        self._once = EventOnce(host, "slack", account_id)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -124,7 +135,7 @@ class SlackBinding(ChatBinding[SlackAccountConfig, dict[str, Any]]):
             return True
 
     async def _run_socket_shell(self) -> None:
-        shell = SocketModeShell(
+        shell = self._shell = SocketModeShell(
             self.protocol,
             open_url=self.web.open_connection,
             on_event=self._on_socket_event,
@@ -144,25 +155,44 @@ class SlackBinding(ChatBinding[SlackAccountConfig, dict[str, Any]]):
     async def _on_socket_event(self, event: SocketEvent) -> None:
         if isinstance(event, Envelope):
             if event.type == "events_api":
-                await self._events.put(event.payload)
+                await self._events.put(event)
             else:
                 log.debug("socket mode envelope ignored", type=event.type)
+                await self._ack(event)
         elif isinstance(event, Disconnect):
             log.info("slack asked to reconnect", reason=event.reason)
 
-    async def _handle_event(self, event: dict[str, Any]) -> None:
-        await self.handle_callback(event)
+    async def _handle_event(self, event: Envelope) -> None:
+        try:
+            outcome = await self.handle_callback(event.payload)
+        except Exception:
+            log.exception("slack event failed; left for redelivery", envelope_id=event.envelope_id)
+            return
+        if handled(outcome):
+            await self._ack(event)
+        else:
+            log.warning("slack event not recorded; left for redelivery", envelope_id=event.envelope_id)
+
+    async def _ack(self, envelope: Envelope) -> None:
+        if self._shell is not None and not await self._shell.ack(envelope.envelope_id):
+            log.info("slack envelope not acked: its connection ended", envelope_id=envelope.envelope_id)
 
     async def handle_callback(self, payload: dict[str, Any]) -> Outcome | None:
         """Handle one `event_callback` payload (from either ingress). None: not a message for
-        the agent."""
+        the agent; `rejected`: the host could not record it (the caller leaves Slack
+        unacknowledged)."""
         if self.auth is None:
-            return None
+            return "rejected"
         event_id = payload.get("event_id")
-        if event_id and not await self._host.dedupe(
-            "slack", self.account_id, f"event:{event_id}", DEDUPE_TTL_S
-        ):
-            return "duplicate"
+        if not event_id:
+            return await self._handle_callback(payload)
+        outcome = await self._once.run(
+            f"event:{event_id}", lambda: self._handle_callback(payload), done=handled
+        )
+        return outcome or "duplicate"
+
+    async def _handle_callback(self, payload: dict[str, Any]) -> Outcome | None:
+        assert self.auth is not None
         event = payload.get("event")
         if not isinstance(event, dict):
             return None
@@ -185,12 +215,15 @@ class SlackBinding(ChatBinding[SlackAccountConfig, dict[str, Any]]):
             raise BindingConfigError('the Events API endpoint needs mode = "events"')
         return EventsEndpoint(self._signing_secret, self._on_http_event)
 
-    async def _on_http_event(self, payload: dict[str, Any]) -> None:
+    async def _on_http_event(self, payload: dict[str, Any]) -> bool:
         self._status.frame_received()
         if self.auth is None:
-            async with asyncio.timeout(AUTH_WAIT_S):
-                await self._auth_ready.wait()
-        await self.handle_callback(payload)
+            try:
+                async with asyncio.timeout(AUTH_WAIT_S):
+                    await self._auth_ready.wait()
+            except TimeoutError:
+                return False
+        return handled(await self.handle_callback(payload))
 
     # -- channel tools -----------------------------------------------------------------------
 

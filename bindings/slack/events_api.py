@@ -5,7 +5,8 @@ Slack signs each request: `X-Slack-Signature` is `v0=` + hex HMAC-SHA256 of
 raw bytes (constant-time comparison) before parsing, and refuse timestamps more than five
 minutes from our clock, so a captured request cannot be replayed later. `url_verification` is
 answered with its challenge. Event callbacks go to the handler, which must return quickly (Slack
-retries after 3 s, sending `X-Slack-Retry-Num`); the handler deduplicates by `event_id`, which
+retries after 3 s, sending `X-Slack-Retry-Num`) and says whether the event is recorded: 200 when
+it is, 503 when it is not (Slack retries that too). The handler deduplicates by `event_id`, which
 covers retries and replays alike, so the retry header is only logged.
 """
 
@@ -29,7 +30,8 @@ log = structlog.get_logger("bindings.slack.events")
 
 MAX_SKEW_S = 300.0
 
-EventHandler = Callable[[dict[str, Any]], Awaitable[None]]
+EventHandler = Callable[[dict[str, Any]], Awaitable[bool]]
+"""Handles one event callback; True when it is recorded (or needs nothing)."""
 
 
 def verify_slack_request(
@@ -103,5 +105,6 @@ class EventsEndpoint:
                     retry=retry,
                     reason=request.headers.get("x-slack-retry-reason"),
                 )
-            await self._handler(payload)
+            if not await self._handler(payload):
+                return PlainTextResponse("event not recorded; retry later", status_code=503)
         return PlainTextResponse("")

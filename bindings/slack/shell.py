@@ -1,5 +1,6 @@
-"""The asyncio shell around `SocketModeProtocol`: fetch a fresh URL, connect, move frames, ack
-first and deliver after, reconnect with backoff when connections fail.
+"""The asyncio shell around `SocketModeProtocol`: fetch a fresh URL, connect, move frames, deliver
+events, send the acknowledgements the binding asks for (`ack`), reconnect with backoff when
+connections fail.
 
 Failed attempts (the URL could not be fetched, the socket could not open, or it closed before
 `hello`) back off exponentially from `backoff_initial_s` to `backoff_max_s`; a connection that
@@ -46,6 +47,23 @@ class SocketModeShell:
         self._backoff_initial_s = backoff_initial_s
         self._backoff_max_s = backoff_max_s
         self.connections = 0
+        self._ws: WebSocketLike | None = None
+
+    async def ack(self, envelope_id: str) -> bool:
+        """Acknowledge an envelope on the connection that delivered it. False when that
+        connection has ended (Slack delivers the event again) or it was acknowledged already."""
+        ws = self._ws
+        if ws is None or not self._proto.ack(envelope_id):
+            return False
+        try:
+            await self._send_pending(ws)
+        except ConnectionClosedInfo:
+            return False
+        return True
+
+    async def _send_pending(self, ws: WebSocketLike) -> None:
+        for out in self._proto.data_to_send():
+            await ws.send(out)
 
     async def run(self) -> None:
         """Stay connected until Slack disables the link. Raises `PlatformRequestError` when
@@ -75,6 +93,7 @@ class SocketModeShell:
     async def _pump(self, ws: WebSocketLike) -> None:
         proto = self._proto
         proto.connection_made(self._clock())
+        self._ws = ws
         try:
             while True:
                 request = proto.close_requested()
@@ -90,8 +109,7 @@ class SocketModeShell:
                     continue
                 self._on_frame()
                 events = proto.receive(frame, self._clock())
-                for out in proto.data_to_send():
-                    await ws.send(out)
+                await self._send_pending(ws)
                 for event in events:
                     await self._on_event(event)
         except ConnectionClosedInfo as exc:
@@ -102,4 +120,6 @@ class SocketModeShell:
                 await ws.close(1002, "protocol error")
             except ConnectionClosedInfo:
                 pass
+        finally:
+            self._ws = None
         proto.connection_lost()

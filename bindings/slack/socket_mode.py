@@ -3,10 +3,14 @@
 Every connection starts from a fresh, single-use `wss://` URL that `apps.connections.open` (with
 the app-level token) returns; the shell fetches it. On the socket, Slack sends `hello` (we are
 `ready` only then), envelopes (`events_api`, `slash_commands`, `interactive`) that must each be
-acknowledged at once with `{"envelope_id": ...}` (before any processing: Slack redelivers what is
-not acked within 3 s), and `disconnect` frames, which are routine: `refresh_requested` and
-`warning` mean "reconnect now with a new URL", `link_disabled` means Socket Mode was turned off
-for the app and we stop.
+acknowledged with `{"envelope_id": ...}` within 3 s (Slack redelivers what is not), and
+`disconnect` frames, which are routine: `refresh_requested` and `warning` mean "reconnect now
+with a new URL", `link_disabled` means Socket Mode was turned off for the app and we stop.
+
+The protocol does not acknowledge by itself: the binding calls `ack(envelope_id)` once the event
+is recorded (or known to need nothing), so an event the daemon did not record is redelivered
+rather than lost. An envelope can only be acknowledged on the connection that delivered it; one
+left unacknowledged when its connection ends is Slack's to deliver again.
 
 Retried deliveries (`retry_attempt > 0`) are passed on like first ones; deduplication by the
 inner `event_id` is the binding's job, because a retry whose first delivery never arrived must
@@ -69,6 +73,7 @@ class SocketModeProtocol:
         self._close: CloseRequest | None = None
         self._hello_deadline: float | None = None
         self._got_hello = False
+        self._unacked: set[str] = set()
 
     @property
     def state(self) -> ConnectionState:
@@ -126,9 +131,7 @@ class SocketModeProtocol:
 
     def _on_envelope(self, frame: dict[str, Any]) -> Envelope:
         envelope_id = str(frame["envelope_id"])
-        # Acknowledge before anything else looks at it: Slack retries what is not acked in 3 s.
-        self._outgoing.append(json.dumps({"envelope_id": envelope_id}))
-        self.acks_sent += 1
+        self._unacked.add(envelope_id)
         payload = frame.get("payload")
         return Envelope(
             envelope_id=envelope_id,
@@ -138,6 +141,22 @@ class SocketModeProtocol:
             retry_reason=frame.get("retry_reason"),
             accepts_response_payload=bool(frame.get("accepts_response_payload")),
         )
+
+    @property
+    def unacked(self) -> int:
+        """Envelopes of the current connection not acknowledged yet."""
+        return len(self._unacked)
+
+    def ack(self, envelope_id: str) -> bool:
+        """Queue the acknowledgement of an envelope of the current connection. False when
+        there is nothing to acknowledge (already done, or the envelope came on a connection that
+        has ended)."""
+        if envelope_id not in self._unacked:
+            return False
+        self._unacked.discard(envelope_id)
+        self._outgoing.append(json.dumps({"envelope_id": envelope_id}))
+        self.acks_sent += 1
+        return True
 
     def tick(self, now: float) -> None:
         if self._close is None and self._hello_deadline is not None and now >= self._hello_deadline:

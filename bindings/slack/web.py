@@ -11,7 +11,10 @@ no idempotency key, so it is only resent blindly when the request cannot have re
 (connection refused, pool timeout) or was throttled. When the outcome is unknown (a read timeout
 after the request was written, a dropped connection, a 5xx), we look for the message in the
 conversation first: every post carries our outbox key in its `metadata`, and only when no
-message with that key is found is it posted again.
+message with that key is found is it posted again. A post that a previous process may have made
+(`maybe_sent`, the outbox's `pending` records after a restart) is looked for the same way first.
+The search reads at most `history_pages` pages of `history_limit` messages: the newest of the
+channel, or the thread from its start.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class SlackWeb:
         backoff_s: float = 0.5,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         history_limit: int = 100,
+        history_pages: int = 5,
     ) -> None:
         self._http = http
         self._base = base_url if base_url.endswith("/") else base_url + "/"
@@ -67,6 +71,7 @@ class SlackWeb:
         self._backoff_s = backoff_s
         self._sleep = sleep
         self._history_limit = history_limit
+        self._history_pages = history_pages
         self.reconciled = 0
         """Posts whose unknown outcome was settled by finding the message (observable)."""
 
@@ -140,9 +145,20 @@ class SlackWeb:
         data = await self.call("apps.connections.open", token="app")
         return str(data["url"])
 
-    async def post_message(self, channel: str, text: str, *, key: str, thread_ts: str | None = None) -> str:
+    async def post_message(
+        self, channel: str, text: str, *, key: str, thread_ts: str | None = None, maybe_sent: bool = False
+    ) -> str:
         """Post `text` and return its `ts`; never posts twice for one `key` (see the module
-        docstring)."""
+        docstring). `maybe_sent`: an earlier attempt may have reached Slack, look for it first
+        (and, when found, make it show `text`)."""
+        if maybe_sent:
+            earlier = await self._find(channel, key, thread_ts)
+            if earlier is not None:
+                self.reconciled += 1
+                ts = str(earlier["ts"])
+                if earlier.get("text") != text:
+                    await self.update_message(channel, ts, text)
+                return ts
         body: dict[str, Any] = {
             "channel": channel,
             "text": text,
@@ -169,18 +185,31 @@ class SlackWeb:
 
     async def find_by_key(self, channel: str, key: str, *, thread_ts: str | None = None) -> str | None:
         """The `ts` of our message carrying `key` among the conversation's latest messages."""
-        form = {"channel": channel, "include_all_metadata": "true", "limit": str(self._history_limit)}
+        found = await self._find(channel, key, thread_ts)
+        return None if found is None else str(found["ts"])
+
+    async def _find(self, channel: str, key: str, thread_ts: str | None) -> dict[str, Any] | None:
+        form: dict[str, Any] = {
+            "channel": channel,
+            "include_all_metadata": "true",
+            "limit": str(self._history_limit),
+        }
+        method = "conversations.history"
         if thread_ts is not None:
-            data = await self.call("conversations.replies", form={**form, "ts": thread_ts}, major=channel)
-        else:
-            data = await self.call("conversations.history", form=form, major=channel)
-        for message in data.get("messages") or []:
-            metadata = message.get("metadata") or {}
-            if (
-                metadata.get("event_type") == METADATA_EVENT_TYPE
-                and (metadata.get("event_payload") or {}).get("key") == key
-            ):
-                return str(message["ts"])
+            method, form["ts"] = "conversations.replies", thread_ts
+        for _ in range(self._history_pages):
+            data = await self.call(method, form=form, major=channel)
+            for message in data.get("messages") or []:
+                metadata = message.get("metadata") or {}
+                if (
+                    metadata.get("event_type") == METADATA_EVENT_TYPE
+                    and (metadata.get("event_payload") or {}).get("key") == key
+                ):
+                    return dict(message)
+            cursor = (data.get("response_metadata") or {}).get("next_cursor")
+            if not data.get("has_more") or not cursor:
+                return None
+            form["cursor"] = cursor
         return None
 
     async def update_message(self, channel: str, ts: str, text: str) -> None:

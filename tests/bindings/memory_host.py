@@ -1,7 +1,7 @@
 """An in-memory `BindingHost` for the bindings' tests.
 
 It keeps the promises of the real host that the bindings rely on: `submit` is idempotent on the
-idempotency key, `dedupe` answers True once per id within its TTL, outbox records and cursors are
+idempotency key, a remembered event id is seen until its TTL ends, outbox records and cursors are
 kept, pairing codes expire and are limited per account. Tests drive replies with `emit`.
 """
 
@@ -39,6 +39,9 @@ class MemoryHost:
         self.approved: set[tuple[str, str, str]] = set()
         self.states: list[tuple[str, str, float | None]] = []
         self.reject_next: str | None = None
+        self.hold_submits: asyncio.Event | None = None
+        """When set, `submit` waits for it (a slow database)."""
+        self.submit_calls = 0
         self._runs = itertools.count(1)
         self._changed = asyncio.Event()
 
@@ -48,11 +51,13 @@ class MemoryHost:
         key = inbound.idempotency_key
         if key in self.results:
             return replace(self.results[key], status="duplicate")
-        if self.reject_next is not None:
-            result = SubmitResult(status="rejected", reason=self.reject_next)
-            self.reject_next = None
-        else:
-            result = SubmitResult(status="accepted", run_id=f"run-{next(self._runs)}")
+        self.submit_calls += 1
+        if self.hold_submits is not None:
+            await self.hold_submits.wait()
+        if self.reject_next is not None:  # like the real host: a rejected input is not recorded
+            reason, self.reject_next = self.reject_next, None
+            return SubmitResult(status="rejected", reason=reason)
+        result = SubmitResult(status="accepted", run_id=f"run-{next(self._runs)}")
         self.results[key] = result
         self.submitted.append(inbound)
         self._changed.set()
@@ -80,14 +85,13 @@ class MemoryHost:
 
     # -- DedupeStore ---------------------------------------------------------------------------
 
-    async def dedupe(self, platform: str, account_id: str, event_id: str, ttl_s: float) -> bool:
+    async def dedupe_seen(self, platform: str, account_id: str, event_id: str) -> bool:
+        expires = self.seen.get((platform, account_id, event_id))
+        return expires is not None and expires > self._clock()
+
+    async def dedupe_remember(self, platform: str, account_id: str, event_id: str, ttl_s: float) -> None:
         key = (platform, account_id, event_id)
-        now = self._clock()
-        expires = self.seen.get(key)
-        if expires is not None and expires > now:
-            return False
-        self.seen[key] = now + ttl_s
-        return True
+        self.seen[key] = max(self.seen.get(key, 0.0), self._clock() + ttl_s)
 
     # -- OutboxStore ---------------------------------------------------------------------------
 

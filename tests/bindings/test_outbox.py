@@ -31,9 +31,12 @@ class RecordingTransport:
         self.calls: list[tuple[str, str, float]] = []
         self.fail_next: list[Exception] = []
         self.routes: list[ReplyRoute] = []
+        self.maybe_sent: list[str] = []
 
-    async def post_message(self, route: ReplyRoute, text: str, *, key: str) -> str:
+    async def post_message(self, route: ReplyRoute, text: str, *, key: str, maybe_sent: bool = False) -> str:
         self.calls.append(("post", text, time.monotonic()))
+        if maybe_sent:
+            self.maybe_sent.append(key)
         if self.fail_next:
             raise self.fail_next.pop(0)
         if key in self.keys:
@@ -224,3 +227,4 @@ async def test_recover_finishes_what_a_crash_left(transport: RecordingTransport)
     assert await host.outbox_pending("discord", "default") == []
     assert transport.texts() == ["half an answer"]
     assert host.outbox[pending_key].platform_message_id == "m-existing"
+    assert transport.maybe_sent == [pending_key]  # the platform was told the post may exist

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import signal
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -317,6 +318,94 @@ async def test_a_crash_mid_reply_ends_with_one_finished_reply_and_no_lost_messag
                 "aborted",
                 "stop",
             ]
+
+
+async def test_a_crash_mid_slack_reply_finishes_it_by_editing_and_posts_nothing_twice(
+    gateway_home: Path,
+) -> None:
+    async with SlackStandIn() as slack:
+        config = bindings_toml(None, slack, extra="chunk_limit = 400\n")
+        daemon = await asyncio.to_thread(
+            start_daemon, gateway_home, config=config, env={**SECRETS, "GATEWAY_FAUX_PACE_MS": "25"}
+        )
+        try:
+            async with client_of(daemon) as client:
+                await channels_ready(client, "slack:default")
+            slack.hold_posts_after(1)  # the reply's second message lands, but its answer never comes
+            event = slack.message_event(SLACK_CHANNEL, "!long 300")
+            await slack.send_event(event)
+            thread = event["ts"]
+            await settle(lambda: len(slack.posts) == 2 and slack.updates)
+            # Recorded (acked) while the reply streams, not started when the daemon dies.
+            second = await slack.send_event(
+                slack.message_event(SLACK_CHANNEL, "second question", thread_ts=thread)
+            )
+            await settle(lambda: second["event_id"] in slack.acked_event_ids())
+            await asyncio.sleep(0.3)
+        finally:
+            daemon.kill()
+        shown = len(words(" ".join(slack.bot_texts(SLACK_CHANNEL, thread))))
+        assert 0 < shown < 300
+        slack.release_posts()
+
+        async with gatewayd(gateway_home, config, tag="-2") as again, client_of(again) as client:
+            await channels_ready(client, "slack:default")
+            await settle(lambda: slack.bot_texts(SLACK_CHANNEL, thread)[-1:] == ["echo: second question"])
+            await settle(lambda: slack.bot_texts(SLACK_CHANNEL, thread)[-2].endswith(NOTICE))
+            await asyncio.sleep(0.5)
+
+            *reply, answer = slack.bot_texts(SLACK_CHANNEL, thread)
+            assert answer == "echo: second question" and len(reply) >= 2
+            assert all(len(chunk) <= 400 for chunk in reply)
+            cut = words(" ".join(reply))
+            assert len(cut) >= shown and cut == [f"w{i}" for i in range(1, len(cut) + 1)]
+            keys = [post["metadata"]["event_payload"]["key"] for post in slack.posts]
+            assert len(keys) == len(set(keys)) == len(reply) + 1  # one message per chunk, none twice
+            assert slack.post_attempts == len(slack.posts)  # the held one was found, not posted again
+            assert slack.bot_texts(SLACK_CHANNEL) == [] and not slack.unacked()
+            key = f"agent:main:slack:channel:c1:thread:{thread}"
+            history = await client.call("chat.history", {"sessionKey": key})
+            assert [m.get("stopReason") for m in history["messages"] if m["role"] == "assistant"] == [
+                "aborted",
+                "stop",
+            ]
+
+
+async def test_a_slack_message_during_shutdown_is_left_unacked_and_runs_after_the_restart(
+    gateway_home: Path,
+) -> None:
+    async with SlackStandIn() as slack:
+        config = "[gateway]\nshutdown_grace_s = 20\n" + bindings_toml(None, slack)
+        daemon = await asyncio.to_thread(
+            start_daemon, gateway_home, config=config, env={**SECRETS, "GATEWAY_FAUX_PACE_MS": "25"}
+        )
+        try:
+            async with client_of(daemon) as client:
+                await channels_ready(client, "slack:default")
+            first = slack.message_event(SLACK_CHANNEL, "!long 200")
+            await slack.send_event(first)
+            await settle(lambda: slack.bot_texts(SLACK_CHANNEL, first["ts"]))
+            daemon.proc.send_signal(signal.SIGTERM)  # drains: the running reply gets its grace period
+            await settle(lambda: "stopping" in daemon.logs())
+            late = slack.message_event(SLACK_CHANNEL, "written during the drain")
+            payload = await slack.send_event(late)
+            await asyncio.sleep(1.0)
+            assert daemon.proc.poll() is None, "still draining"
+            assert payload["event_id"] not in slack.acked_event_ids()  # nothing recorded, no ack
+            assert await asyncio.to_thread(daemon.proc.wait, 30) == 0
+        finally:
+            daemon.kill()
+        done = slack.bot_texts(SLACK_CHANNEL, first["ts"])
+        assert words(" ".join(done)) == [f"w{i}" for i in range(1, 201)] and NOTICE not in done[-1]
+
+        async with gatewayd(gateway_home, config, tag="-2"):
+            # Slack delivers the unacknowledged event again on the new connection.
+            await settle(
+                lambda: slack.bot_texts(SLACK_CHANNEL, late["ts"]) == ["echo: written during the drain"]
+            )
+            await asyncio.sleep(0.3)
+        assert slack.acked_event_ids().count(payload["event_id"]) == 1 and not slack.unacked()
+        assert [e["retry_attempt"] for e in slack.envelopes.values()] == [0, 0, 1]
 
 
 async def test_webhooks_are_served_under_bindings(gateway_home: Path) -> None:

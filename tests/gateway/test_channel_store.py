@@ -45,29 +45,36 @@ def record(key: str, *, run_id: str = "run-1", index: int = 0, text: str = "hi")
     )
 
 
-async def test_dedupe_answers_true_once_per_id_until_it_expires(channels: ChannelStore, clock: Clock) -> None:
-    assert await channels.dedupe("slack", "default", "event:Ev1", DEDUPE_TTL_S)
-    assert not await channels.dedupe("slack", "default", "event:Ev1", DEDUPE_TTL_S)
-    assert await channels.dedupe("slack", "other", "event:Ev1", DEDUPE_TTL_S)  # per account
-    assert await channels.dedupe("discord", "default", "event:Ev1", DEDUPE_TTL_S)  # per platform
+async def test_a_remembered_event_is_seen_until_it_expires(channels: ChannelStore, clock: Clock) -> None:
+    assert not await channels.dedupe_seen("slack", "default", "event:Ev1")
+    await channels.dedupe_remember("slack", "default", "event:Ev1", DEDUPE_TTL_S)
+    assert await channels.dedupe_seen("slack", "default", "event:Ev1")
+    assert not await channels.dedupe_seen("slack", "other", "event:Ev1")  # per account
+    assert not await channels.dedupe_seen("discord", "default", "event:Ev1")  # per platform
     clock.advance(DEDUPE_TTL_S - 1)
-    assert not await channels.dedupe("slack", "default", "event:Ev1", DEDUPE_TTL_S)
+    assert await channels.dedupe_seen("slack", "default", "event:Ev1")
     clock.advance(1)
-    assert await channels.dedupe("slack", "default", "event:Ev1", DEDUPE_TTL_S)
+    assert not await channels.dedupe_seen("slack", "default", "event:Ev1")
+    await channels.dedupe_remember("slack", "default", "event:Ev1", DEDUPE_TTL_S)  # an expired row renews
+    assert await channels.dedupe_seen("slack", "default", "event:Ev1")
 
 
-async def test_dedupe_never_remembers_for_less_than_twenty_minutes(
+async def test_remembering_never_shortens_and_never_lasts_less_than_twenty_minutes(
     channels: ChannelStore, clock: Clock
 ) -> None:
-    assert await channels.dedupe("discord", "default", "msg:1:2", ttl_s=5)
+    await channels.dedupe_remember("discord", "default", "msg:1:2", ttl_s=5)
     clock.advance(19 * 60)
-    assert not await channels.dedupe("discord", "default", "msg:1:2", ttl_s=5)
+    assert await channels.dedupe_seen("discord", "default", "msg:1:2")
+    await channels.dedupe_remember("discord", "default", "msg:1:3", ttl_s=3600)
+    await channels.dedupe_remember("discord", "default", "msg:1:3", ttl_s=5)
+    clock.advance(30 * 60)
+    assert await channels.dedupe_seen("discord", "default", "msg:1:3")
 
 
 async def test_state_survives_reopening_the_store(store_url: str, clock: Clock) -> None:  # noqa: F811
     async with Store.open(store_url) as first:
         channels = ChannelStore(first.database, clock=clock)
-        assert await channels.dedupe("discord", "default", "msg:1:2", DEDUPE_TTL_S)
+        await channels.dedupe_remember("discord", "default", "msg:1:2", DEDUPE_TTL_S)
         await channels.outbox_put(record("k1"))
         await channels.outbox_update("k1", state="sent", platform_message_id="m1", text="hi there")
         await channels.set_channel_cursor("discord", "default", "500", "77")
@@ -76,7 +83,7 @@ async def test_state_survives_reopening_the_store(store_url: str, clock: Clock) 
         await channels.pairing_approve(request.code)
     async with Store.open(store_url) as second:
         channels = ChannelStore(second.database, clock=clock)
-        assert not await channels.dedupe("discord", "default", "msg:1:2", DEDUPE_TTL_S)
+        assert await channels.dedupe_seen("discord", "default", "msg:1:2")
         [pending] = await channels.outbox_pending("discord", "default")
         assert (pending.state, pending.platform_message_id, pending.text) == ("sent", "m1", "hi there")
         assert pending.route.reply_to == "41"
@@ -127,16 +134,16 @@ async def test_pairing_codes_are_limited_expire_and_approve_once(
 
 
 async def test_sweep_removes_only_what_expired(channels: ChannelStore, clock: Clock) -> None:
-    await channels.dedupe("discord", "default", "old", DEDUPE_TTL_S)
+    await channels.dedupe_remember("discord", "default", "old", DEDUPE_TTL_S)
     await channels.outbox_put(record("settled"))
     await channels.outbox_update("settled", state="final")
     await channels.outbox_put(record("open", run_id="r9"))
     request = await channels.pairing_request("discord", "default", "u1")
     assert request is not None
     clock.advance(max(DEDUPE_TTL_S, PAIRING_TTL_S))
-    await channels.dedupe("discord", "default", "fresh", DEDUPE_TTL_S)
+    await channels.dedupe_remember("discord", "default", "fresh", DEDUPE_TTL_S)
     assert await channels.sweep() == 2  # the dedupe row and the pairing request
-    assert not await channels.dedupe("discord", "default", "fresh", DEDUPE_TTL_S)
+    assert await channels.dedupe_seen("discord", "default", "fresh")
     clock.advance(OUTBOX_KEEP_S)
     assert await channels.sweep() == 2  # the settled outbox row and the "fresh" dedupe row
     assert [r.key for r in await channels.outbox_pending("discord", "default")] == ["open"]

@@ -359,8 +359,9 @@ async def _post(app: Any, body: bytes, headers: dict[str, str]) -> int:
 def test_slack_events_endpoint_never_fails_on_any_body(body: bytes, signed: bool) -> None:
     seen: list[dict[str, Any]] = []
 
-    async def handler(payload: dict[str, Any]) -> None:
+    async def handler(payload: dict[str, Any]) -> bool:
         seen.append(payload)
+        return True
 
     app = EventsEndpoint(SLACK_SECRET, handler, clock=lambda: float(NOW))
     headers = _slack_headers(body, str(NOW)) if signed else {"x-slack-signature": "v0=00"}

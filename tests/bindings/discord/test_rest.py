@@ -10,7 +10,9 @@ import httpx
 import pytest
 
 from bindings.discord.rest import DiscordRest
+from bindings.discord.transport import DiscordTransport
 from bindings.errors import PlatformRequestError, PlatformUnavailableError
+from bindings.host import ReplyRoute
 from tests.bindings.helpers import wait_until
 from tests.bindings.standins.discord import DiscordStandIn
 
@@ -33,6 +35,18 @@ async def test_a_post_retried_after_an_ambiguous_timeout_is_not_posted_twice(dis
     assert [p["content"] for p in discord.posts] == ["exactly once"]
     assert message["id"] == discord.posts[0]["id"]
     assert discord.create_attempts >= 2, "the request was sent again after the timeout"
+
+
+async def test_a_recovered_post_adopts_the_earlier_message_and_shows_the_new_text(
+    discord: DiscordStandIn, http: httpx.AsyncClient
+) -> None:
+    discord.add_channel("500", guild_id="900")
+    transport = DiscordTransport(rest_for(discord, http))
+    route = ReplyRoute(platform="discord", account_id="default", channel_id="500")
+    first = await transport.post_message(route, "half a reply", key="k-1")
+    again = await transport.post_message(route, "the whole reply", key="k-1", maybe_sent=True)
+    assert again == first and len(discord.posts) == 1
+    assert [m["content"] for m in discord.channels["500"].messages] == ["the whole reply"]
 
 
 async def test_bucket_headers_are_honoured(http: httpx.AsyncClient) -> None:

@@ -178,3 +178,56 @@ async def test_rate_limited_post_waits_and_posts_once(
     assert len(throttled) == 1 and len(posted) == 1
     assert posted[0][2] - throttled[0][2] >= 0.95
     assert slack.bot_texts(CHANNEL) == ["hello after the pause"]
+
+
+async def test_an_envelope_is_acked_only_once_its_input_is_recorded(
+    slack: SlackStandIn, host: MemoryHost, http: httpx.AsyncClient
+) -> None:
+    host.hold_submits = asyncio.Event()
+    async with make_binding(slack, host, http) as binding:
+        await ready(binding)
+        payload = await slack.send_event(slack.message_event(CHANNEL, "record me first"))
+        await wait_until(lambda: host.submit_calls == 1)
+        await asyncio.sleep(0.2)
+        assert len(slack.unacked()) == 1  # the database is still writing: no ack yet
+        host.hold_submits.set()
+        await slack.wait_for(lambda: not slack.unacked())
+    assert [m.text for m in host.submitted] == ["record me first"]
+    assert slack.acked_event_ids() == [payload["event_id"]]
+
+
+async def test_an_event_the_host_could_not_record_is_left_unacked_and_runs_when_redelivered(
+    slack: SlackStandIn, host: MemoryHost, http: httpx.AsyncClient
+) -> None:
+    host.reject_next = "the gateway is stopping"
+    async with make_binding(slack, host, http) as binding:
+        await ready(binding)
+        payload = await slack.send_event(slack.message_event(CHANNEL, "not yet"))
+        await wait_until(lambda: host.submit_calls == 1)
+        await asyncio.sleep(0.2)
+        assert len(slack.unacked()) == 1 and not host.submitted
+        assert await slack.redeliver_unacked() == 1  # Slack's retry after its ack window
+        await slack.wait_for(lambda: not slack.unacked())
+        await asyncio.sleep(0.1)
+    assert [m.text for m in host.submitted] == ["not yet"]
+    assert slack.acked_event_ids() == [payload["event_id"]]
+    assert [e["retry_attempt"] for e in slack.envelopes.values()] == [0, 1]
+
+
+async def test_an_event_cut_off_by_a_reconnect_is_redelivered_and_runs_once(
+    slack: SlackStandIn, host: MemoryHost, http: httpx.AsyncClient
+) -> None:
+    host.hold_submits = asyncio.Event()
+    async with make_binding(slack, host, http) as binding:
+        await ready(binding)
+        await slack.send_event(slack.message_event(CHANNEL, "across the reconnect"))
+        await wait_until(lambda: host.submit_calls == 1)
+        await slack.disconnect("refresh_requested")  # the ack can no longer be sent on that socket
+        await wait_until(lambda: len(slack.envelopes) == 2)  # delivered again on the new socket
+        host.hold_submits.set()
+        await slack.wait_for(lambda: not slack.unacked())
+        await asyncio.sleep(0.1)
+    assert [m.text for m in host.submitted] == ["across the reconnect"]
+    first, second = slack.envelopes.values()
+    assert first["acked_at"] is None and second["acked_at"] is not None
+    assert second["retry_attempt"] == 1

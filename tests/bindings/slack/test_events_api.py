@@ -84,6 +84,19 @@ async def test_a_replayed_request_is_processed_once(
     await wait_until(lambda: slack.bot_texts("C1") == ["done"])
 
 
+async def test_an_event_that_could_not_be_recorded_gets_503_and_its_retry_runs(
+    events: tuple[SlackBinding, SlackEventsClient], slack: SlackStandIn, host: MemoryHost
+) -> None:
+    _, client = events
+    payload = slack.callback(slack.message_event("C1", "while the database is busy"))
+    host.reject_next = "database is locked"
+    first = await client.send(payload)
+    assert first.status_code == 503 and host.submitted == []
+    retry = await client.send(payload, retry_num=1)
+    assert retry.status_code == 200
+    assert [m.text for m in host.submitted] == ["while the database is busy"]
+
+
 async def test_forged_stale_and_tampered_requests_are_rejected(
     events: tuple[SlackBinding, SlackEventsClient], slack: SlackStandIn, host: MemoryHost
 ) -> None:

@@ -39,18 +39,26 @@ def test_ready_only_after_hello() -> None:
     assert state_of(proto) is ConnectionState.READY
 
 
-def test_every_envelope_is_acked_at_once() -> None:
+def test_envelopes_are_acked_when_the_binding_asks_and_only_on_their_connection() -> None:
     proto = opened()
     proto.receive(HELLO, 0.0)
     [event] = proto.receive(envelope("e-1"), 1.0)
-    assert proto.data_to_send() == [json.dumps({"envelope_id": "e-1"})]
+    assert proto.data_to_send() == []  # nothing until the event is recorded
     assert isinstance(event, Envelope)
     assert (event.envelope_id, event.type, event.retry_attempt) == ("e-1", "events_api", 0)
     assert event.payload["event_id"] == "Ev1"
     [retried] = proto.receive(envelope("e-2", retry_attempt=1), 2.0)
-    assert proto.data_to_send() == [json.dumps({"envelope_id": "e-2"})]
     assert isinstance(retried, Envelope) and retried.retry_attempt == 1
-    assert proto.acks_sent == 2
+    assert proto.unacked == 2
+    assert proto.ack("e-2") and proto.ack("e-1")
+    assert proto.data_to_send() == [json.dumps({"envelope_id": "e-2"}), json.dumps({"envelope_id": "e-1"})]
+    assert not proto.ack("e-1")  # once
+    assert not proto.ack("e-unknown")
+    proto.receive(envelope("e-3"), 3.0)
+    proto.connection_lost()
+    proto.connection_made(4.0)
+    assert not proto.ack("e-3")  # its connection ended: Slack delivers it again
+    assert proto.data_to_send() == [] and proto.acks_sent == 2
 
 
 @pytest.mark.parametrize("reason", ["refresh_requested", "warning"])

@@ -79,3 +79,36 @@ async def test_refusals_and_throttling(slack: SlackStandIn, http: httpx.AsyncCli
     await web.add_reaction("C1", message["ts"], ":tada:")
     await web.add_reaction("C1", message["ts"], "tada")
     assert slack.reactions == [("C1", message["ts"], "tada")]
+
+
+async def test_a_post_a_previous_process_may_have_made_is_looked_for_first(
+    slack: SlackStandIn, http: httpx.AsyncClient
+) -> None:
+    web = web_for(slack, http)
+    ts = await web.post_message("C1", "made before the crash", key="k-crash")
+    again = await web.post_message("C1", "made before the crash", key="k-crash", maybe_sent=True)
+    assert again == ts and slack.post_attempts == 1 and web.reconciled == 1
+    # found with an older text: it is brought up to the text asked for, not posted again
+    assert await web.post_message("C1", "made, then finished", key="k-crash", maybe_sent=True) == ts
+    assert slack.post_attempts == 1 and slack.updates[-1].text == "made, then finished"
+    # not there: posted
+    other = await web.post_message("C1", "never made", key="k-new", maybe_sent=True)
+    assert other != ts and slack.post_attempts == 2
+    assert slack.bot_texts("C1") == ["made, then finished", "never made"]
+
+
+async def test_the_lookup_reads_a_long_thread_page_by_page(
+    slack: SlackStandIn, http: httpx.AsyncClient
+) -> None:
+    web = SlackWeb(http, base_url=slack.api_base_url, bot_token=slack.bot_token, history_limit=10)
+    parent = slack.message_event("C1", "parent")
+    for i in range(25):
+        slack.message_event("C1", f"chatter {i}", thread_ts=parent["ts"])
+    ts = await web.post_message("C1", "late in the thread", key="k-late", thread_ts=parent["ts"])
+    assert await web.find_by_key("C1", "k-late", thread_ts=parent["ts"]) == ts
+    pages = [c for c in slack.calls if c[0] == "conversations.replies"]
+    assert len(pages) == 3  # 27 messages, 10 a page
+    short = SlackWeb(
+        http, base_url=slack.api_base_url, bot_token=slack.bot_token, history_limit=10, history_pages=2
+    )
+    assert await short.find_by_key("C1", "k-late", thread_ts=parent["ts"]) is None

@@ -6,12 +6,17 @@ Like Slack, where the bindings depend on it:
   `apps.connections.open`), answer refusals as HTTP 200 `{"ok": false, "error": ...}`, throttle
   with HTTP 429 + `Retry-After` (scripted with `force_429`), keep messages per conversation with
   their `metadata` (returned by `conversations.history`/`replies` only with
-  `include_all_metadata`), and refuse `text` over 40,000 characters. `delay_next_post` stores a
-  post and answers late, so a client times out without knowing whether it worked.
+  `include_all_metadata`; `conversations.replies` pages with `limit` and `cursor`), and refuse
+  `text` over 40,000 characters. `delay_next_post` stores a post and answers late, so a client
+  times out without knowing whether it worked; `hold_posts_after(n)` stores every later post and
+  answers it only at `release_posts()` (a client killed meanwhile cannot know it worked).
 - `apps.connections.open` returns a fresh `ws://` URL each call; each URL works once.
 - The Socket Mode socket says `hello`, sends envelopes (`send_event`, with `retry_attempt` for
   redeliveries), records the acks it gets back, and can ask the client to reconnect
-  (`disconnect(reason)`).
+  (`disconnect(reason)`). Like Slack, an event whose envelope was not acked is delivered again
+  in a fresh envelope (`retry_attempt` + 1, `retry_reason` "timeout"): on the next connection
+  when its own connection ended, or on the current one when `redeliver_unacked()` is called
+  (Slack does that after its 3-second ack window).
 """
 
 from __future__ import annotations
@@ -89,6 +94,8 @@ class SlackStandIn(StandInServers):
         self.envelopes: dict[str, dict[str, Any]] = {}
         self._forced: dict[str, list[int]] = {}
         self._delay_next_post: float | None = None
+        self._hold_posts_after: int | None = None
+        self._posts_released = asyncio.Event()
         self.http_port = 0
         self.ws_port = 0
         super().__init__()
@@ -113,6 +120,16 @@ class SlackStandIn(StandInServers):
 
     def delay_next_post(self, seconds: float) -> None:
         self._delay_next_post = seconds
+
+    def hold_posts_after(self, n: int) -> None:
+        """Store every post after the first `n` but do not answer it until `release_posts()`."""
+        self._hold_posts_after = n
+        self._posts_released.clear()
+
+    def release_posts(self) -> None:
+        """Answer the held posts (to whoever is still waiting) and hold no more."""
+        self._hold_posts_after = None
+        self._posts_released.set()
 
     def message_event(
         self,
@@ -163,10 +180,20 @@ class SlackStandIn(StandInServers):
         self, event: dict[str, Any], *, event_id: str | None = None, retry_attempt: int = 0
     ) -> dict[str, Any]:
         """Deliver an event over the current socket in a fresh envelope; returns the payload."""
-        conn = self._live()
         payload = self.callback(event, event_id)
+        await self._deliver(self._live(), payload, retry_attempt)
+        return payload
+
+    async def _deliver(self, conn: SocketConnection, payload: dict[str, Any], retry_attempt: int) -> None:
         envelope_id = str(uuid.uuid4())
-        self.envelopes[envelope_id] = {"sent_at": time.monotonic(), "acked_at": None}
+        self.envelopes[envelope_id] = {
+            "sent_at": time.monotonic(),
+            "acked_at": None,
+            "payload": payload,
+            "retry_attempt": retry_attempt,
+            "conn": conn,
+            "redelivered": False,
+        }
         envelope = {
             "envelope_id": envelope_id,
             "type": "events_api",
@@ -176,7 +203,20 @@ class SlackStandIn(StandInServers):
             "payload": payload,
         }
         await conn.ws.send(json.dumps(envelope))
-        return payload
+
+    async def redeliver_unacked(self, *, only_closed: bool = False) -> int:
+        """Deliver each event whose latest envelope is unacked again, on the current socket, in
+        a fresh envelope; `only_closed`: only those whose connection has ended. Returns how many."""
+        conn = self._live()
+        due = [
+            (eid, e)
+            for eid, e in self.envelopes.items()
+            if e["acked_at"] is None and not e["redelivered"] and (e["conn"].closed or not only_closed)
+        ]
+        for _, entry in due:
+            entry["redelivered"] = True
+            await self._deliver(conn, entry["payload"], entry["retry_attempt"] + 1)
+        return len(due)
 
     async def disconnect(self, reason: str = "refresh_requested") -> None:
         """Ask the client to reconnect; close the socket ourselves if it has not after 1 s."""
@@ -190,7 +230,11 @@ class SlackStandIn(StandInServers):
             await conn.ws.close()
 
     def unacked(self) -> list[str]:
-        return [eid for eid, e in self.envelopes.items() if e["acked_at"] is None]
+        """Envelopes not acked and not delivered again since."""
+        return [eid for eid, e in self.envelopes.items() if e["acked_at"] is None and not e["redelivered"]]
+
+    def acked_event_ids(self) -> list[str]:
+        return [e["payload"]["event_id"] for e in self.envelopes.values() if e["acked_at"] is not None]
 
     def bot_texts(self, channel: str, thread_ts: str | None = None) -> list[str]:
         return [
@@ -232,6 +276,7 @@ class SlackStandIn(StandInServers):
             )
         )
         try:
+            await self.redeliver_unacked(only_closed=True)
             async for raw in ws:
                 data = json.loads(raw)
                 envelope_id = data.get("envelope_id")
@@ -318,6 +363,8 @@ class SlackStandIn(StandInServers):
             message["metadata"] = args["metadata"]
         self.messages.setdefault(str(channel), []).append(message)
         self.posts.append({**message, "channel": channel, "at": time.monotonic()})
+        if self._hold_posts_after is not None and len(self.posts) > self._hold_posts_after:
+            await self._posts_released.wait()
         if self._delay_next_post is not None:
             delay, self._delay_next_post = self._delay_next_post, None
             await asyncio.sleep(delay)
@@ -357,7 +404,15 @@ class SlackStandIn(StandInServers):
         channel, ts = str(args.get("channel")), str(args.get("ts"))
         with_metadata = str(args.get("include_all_metadata")) == "true"
         thread = [m for m in self.messages.get(channel, []) if m["ts"] == ts or m.get("thread_ts") == ts]
-        return _ok(messages=[_visible(m, with_metadata) for m in thread], has_more=False)
+        limit = int(args.get("limit") or 1000)
+        start = int(args.get("cursor") or 0)
+        page = thread[start : start + limit]
+        more = start + limit < len(thread)
+        return _ok(
+            messages=[_visible(m, with_metadata) for m in page],
+            has_more=more,
+            response_metadata={"next_cursor": str(start + limit) if more else ""},
+        )
 
     async def _m_files_getUploadURLExternal(self, args: dict[str, Any]) -> Response:
         if not args.get("filename") or not str(args.get("length", "")).isdigit():
