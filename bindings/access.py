@@ -50,6 +50,10 @@ def pairing_reply_text(platform: Platform, code: str) -> str:
     )
 
 
+PAIRING_APPROVED_TEXT = "You have been approved. Send your message again and I will answer."
+"""What a sender is told once an operator approved their pairing code."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ChannelAccess:
     """Per-channel settings. `require_mention=None` inherits the account's setting; `users`

@@ -22,8 +22,9 @@ from typing import Any, ClassVar, Generic, Self, TypeVar
 import structlog
 
 from agent_core import AgentTool
+from bindings.access import PAIRING_APPROVED_TEXT
 from bindings.config import AccountConfig
-from bindings.host import BindingHost, Platform
+from bindings.host import BindingHost, PairingRequest, Platform, outbox_key
 from bindings.inbound import InboundPipeline, SessionOrigin
 from bindings.outbox import MessageTransport, RelaySettings, ReplyRelay
 from bindings.state import ConnectionState, StateMachine, StatusReporter
@@ -76,6 +77,7 @@ class ChatBinding(ABC, Generic[ConfigT, EventT]):
         self._log = structlog.get_logger(f"bindings.{self.platform}")
         self._config = config
         self._host = host
+        self._transport = transport
         self.relay = ReplyRelay(
             platform=self.platform,
             account_id=account_id,
@@ -210,6 +212,16 @@ class ChatBinding(ABC, Generic[ConfigT, EventT]):
                 await self._handle_event(event)
             except Exception:  # one bad event must not stop the binding
                 self._log.exception(f"{self.platform} event failed", binding=self.binding_id)
+
+    async def announce_approval(self, request: PairingRequest) -> bool:
+        """Tell a sender whose pairing an operator approved, where they wrote from, that they
+        may talk now. False when the request does not say where that was. Raises what the
+        platform raises."""
+        if request.reply_route is None:
+            return False
+        key = outbox_key(self.platform, self.account_id, f"paired:{request.code}", 0)
+        await self._transport.post_message(request.reply_route, PAIRING_APPROVED_TEXT, key=key)
+        return True
 
     # -- channel tools -----------------------------------------------------------------------
 

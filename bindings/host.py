@@ -173,6 +173,8 @@ class PairingRequest:
     sender_name: str = ""
     created_at_ms: int = 0
     approved: bool = False
+    reply_route: ReplyRoute | None = None
+    """Where the sender wrote from (the approval is announced there)."""
     is_new: bool = field(default=False, compare=False)
     """True when this call created the request (the binding then tells the sender the code)."""
 
@@ -233,18 +235,27 @@ class CursorStore(Protocol):
 
 class PairingStore(Protocol):
     async def pairing_request(
-        self, platform: str, account_id: str, sender_id: str, sender_name: str = ""
+        self,
+        platform: str,
+        account_id: str,
+        sender_id: str,
+        sender_name: str = "",
+        reply_route: ReplyRoute | None = None,
     ) -> PairingRequest | None:
-        """The pending request of that sender, created if needed (`is_new`). None when the
-        account already has the maximum number of pending requests."""
+        """The pending request of that sender, created if needed (`is_new`, remembering
+        `reply_route`). None when the account already has the maximum number of pending
+        requests."""
         ...
 
     async def pairing_is_approved(self, platform: str, account_id: str, sender_id: str) -> bool: ...
 
     async def pairing_list(self) -> list[PairingRequest]: ...
 
-    async def pairing_approve(self, code: str) -> PairingRequest | None:
-        """Approve the pending, unexpired request with that code; None if there is none."""
+    async def pairing_approve(
+        self, code: str, *, platform: str | None = None, account_id: str | None = None
+    ) -> PairingRequest | None:
+        """Approve the pending, unexpired request with that code (of that platform and account,
+        when given); None if there is none."""
         ...
 
 

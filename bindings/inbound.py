@@ -141,7 +141,7 @@ class InboundPipeline:
 
     async def _offer_pairing(self, msg: ChatMessage) -> None:
         request = await self._host.pairing_request(
-            self._platform, self._account_id, msg.sender.id, msg.sender.name
+            self._platform, self._account_id, msg.sender.id, msg.sender.name, reply_route=msg.reply_route
         )
         if request is None or not request.is_new:
             return

@@ -176,7 +176,12 @@ class ChannelStore:
     # -- pairing ---------------------------------------------------------------------------------
 
     async def pairing_request(
-        self, platform: str, account_id: str, sender_id: str, sender_name: str = ""
+        self,
+        platform: str,
+        account_id: str,
+        sender_id: str,
+        sender_name: str = "",
+        reply_route: ReplyRoute | None = None,
     ) -> PairingRequest | None:
         """The sender's live request (`is_new=False`), else a new one (`is_new=True`), else None
         when the account already has `PAIRING_MAX_PENDING` live requests."""
@@ -215,6 +220,7 @@ class ChannelStore:
                 "sender_name": sender_name,
                 "created_at": now,
                 "approved_at": None,
+                "reply_route": json.dumps(reply_route.as_dict()) if reply_route is not None else None,
             }
             await conn.execute(insert(channel_pairing_requests).values(**row))
         return replace(_pairing_request(row), is_new=True)
@@ -251,18 +257,22 @@ class ChannelStore:
             rows = (await conn.execute(query)).all()
         return [_pairing_request(row._mapping) for row in rows]
 
-    async def pairing_approve(self, code: str) -> PairingRequest | None:
-        """Approve the live request with `code` (case-insensitive); None when there is none."""
+    async def pairing_approve(
+        self, code: str, *, platform: str | None = None, account_id: str | None = None
+    ) -> PairingRequest | None:
+        """Approve the live request with `code` (case-insensitive), of `platform` and
+        `account_id` when given; None when there is none."""
         now = self._clock()
         wanted = code.strip().upper()
+        query = select(channel_pairing_requests).where(
+            _live_requests(now), channel_pairing_requests.c.code == wanted
+        )
+        if platform is not None:
+            query = query.where(channel_pairing_requests.c.platform == platform)
+        if account_id is not None:
+            query = query.where(channel_pairing_requests.c.account_id == account_id)
         async with self._db.write() as conn:
-            row = (
-                await conn.execute(
-                    select(channel_pairing_requests).where(
-                        _live_requests(now), channel_pairing_requests.c.code == wanted
-                    )
-                )
-            ).first()
+            row = (await conn.execute(query)).first()
             if row is None:
                 return None
             request = _pairing_request(row._mapping)
@@ -354,6 +364,7 @@ def _pairing_request(row: Any) -> PairingRequest:
         sender_name=str(row["sender_name"] or ""),
         created_at_ms=int(row["created_at"]),
         approved=row["approved_at"] is not None,
+        reply_route=ReplyRoute.from_dict(json.loads(route)) if (route := row.get("reply_route")) else None,
     )
 
 

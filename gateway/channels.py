@@ -98,6 +98,8 @@ class _Binding(Protocol):
 
     def tools_for(self, session_key: str) -> list[AgentTool]: ...
 
+    async def announce_approval(self, request: PairingRequest) -> bool: ...
+
 
 class Channels:
     """The configured bindings, their host, and what the daemon asks of them.
@@ -125,6 +127,7 @@ class Channels:
         self.webhooks = self._webhook_router()
         self._remove_listener: Callable[[], None] | None = state.bridge.add_listener(self.feed.on_event)
         self._task: asyncio.Task[None] | None = None
+        self._announcements: set[asyncio.Task[None]] = set()
         self._closed = False
 
     # -- construction ------------------------------------------------------------------------
@@ -211,6 +214,9 @@ class Channels:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        for announcement in list(self._announcements):
+            announcement.cancel()
+        await asyncio.gather(*self._announcements, return_exceptions=True)
         self.feed.close()
         await self._http.aclose()
 
@@ -394,14 +400,31 @@ class Channels:
     async def pairing_list(self) -> list[dict[str, Any]]:
         return [_pairing_row(request) for request in await self.store.pairing_list()]
 
-    async def pairing_approve(self, code: str) -> dict[str, Any] | None:
-        request = await self.store.pairing_approve(code)
+    async def pairing_approve(
+        self, code: str, *, channel: str | None = None, account_id: str | None = None
+    ) -> dict[str, Any] | None:
+        """Approve a pairing request (of `channel` and `account_id` when given) and tell the
+        sender, in the background, where they wrote from. None when no live request matches."""
+        request = await self.store.pairing_approve(code, platform=channel, account_id=account_id)
         if request is None:
             return None
         log.info(
             "pairing approved", channel=request.platform, account=request.account_id, sender=request.sender_id
         )
+        binding = self._bindings.get(f"{request.platform}:{request.account_id}")
+        if binding is not None and not self._closed:
+            task = asyncio.create_task(self._announce(binding, request), name=f"pairing:{request.code}")
+            self._announcements.add(task)
+            task.add_done_callback(self._announcements.discard)
         return _pairing_row(request)
+
+    async def _announce(self, binding: _Binding, request: PairingRequest) -> None:
+        try:
+            await binding.announce_approval(request)
+        except Exception as exc:  # the approval stands; only the courtesy message is lost
+            log.warning(
+                "could not tell the sender about the approval", binding=binding.binding_id, error=repr(exc)
+            )
 
 
 class _Host:
@@ -451,9 +474,14 @@ class _Host:
             await self._store.set_channel_cursor(platform, account_id, channel_id, message_id)
 
     async def pairing_request(
-        self, platform: str, account_id: str, sender_id: str, sender_name: str = ""
+        self,
+        platform: str,
+        account_id: str,
+        sender_id: str,
+        sender_name: str = "",
+        reply_route: ReplyRoute | None = None,
     ) -> PairingRequest | None:
-        return await self._store.pairing_request(platform, account_id, sender_id, sender_name)
+        return await self._store.pairing_request(platform, account_id, sender_id, sender_name, reply_route)
 
     async def pairing_is_approved(self, platform: str, account_id: str, sender_id: str) -> bool:
         return await self._store.pairing_is_approved(platform, account_id, sender_id)
@@ -461,8 +489,10 @@ class _Host:
     async def pairing_list(self) -> list[PairingRequest]:
         return await self._store.pairing_list()
 
-    async def pairing_approve(self, code: str) -> PairingRequest | None:
-        return await self._store.pairing_approve(code)
+    async def pairing_approve(
+        self, code: str, *, platform: str | None = None, account_id: str | None = None
+    ) -> PairingRequest | None:
+        return await self._store.pairing_approve(code, platform=platform, account_id=account_id)
 
     def report_state(self, binding_id: str, state: str, last_inbound_at: float | None) -> None:
         self._channels.report_state(binding_id, state, last_inbound_at)

@@ -293,10 +293,14 @@ class GatewayState:
             return []
         return list(await self.channels.pairing_list())
 
-    async def pairing_approve(self, code: str) -> dict[str, Any] | None:
+    async def pairing_approve(
+        self, code: str, *, channel: str | None = None, account_id: str | None = None
+    ) -> dict[str, Any] | None:
         if self.channels is None:
             return None
-        result: dict[str, Any] | None = await self.channels.pairing_approve(code)
+        result: dict[str, Any] | None = await self.channels.pairing_approve(
+            code, channel=channel, account_id=account_id
+        )
         return result
 
     def announce_shutdown(self, reason: str, restart_expected_ms: int | None = None) -> None:

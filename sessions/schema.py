@@ -269,7 +269,8 @@ channel_outbox = Table(
 )
 
 # A DM sender waiting for an operator's approval. A request lives one hour unless approved
-# (`approved_at`); unapproved expired ones are swept.
+# (`approved_at`); unapproved expired ones are swept. `reply_route` (the JSON of a `ReplyRoute`,
+# null for requests made before it was kept) is where the approval is announced.
 channel_pairing_requests = Table(
     "channel_pairing_requests",
     metadata,
@@ -280,6 +281,7 @@ channel_pairing_requests = Table(
     Column("sender_name", Text, nullable=False),
     Column("created_at", BigInteger, nullable=False),
     Column("approved_at", BigInteger, nullable=True),
+    Column("reply_route", Text, nullable=True),
     Index(None, "platform", "account_id", "sender_id"),
 )
 

@@ -288,4 +288,11 @@ def _pairing(builder: _Builder, commands: Any) -> None:
     approve = builder.leaf(
         group, "approve", "let the sender with this code talk to the agent", system.pairing_approve
     )
+    approve.add_argument(
+        "channel",
+        metavar="CHANNEL",
+        nargs="?",
+        choices=["discord", "slack"],
+        help="the channel the sender wrote from (optional; the code must belong to it)",
+    )
     approve.add_argument("code", metavar="CODE", help="the code the sender was given")

@@ -95,7 +95,10 @@ async def pairing_list(ctl: Ctl, args: argparse.Namespace) -> int:
 
 
 async def pairing_approve(ctl: Ctl, args: argparse.Namespace) -> int:
-    answer = await ctl.once("pairing.approve", {"code": args.code})
+    params = {"code": args.code}
+    if args.channel is not None:
+        params["channel"] = args.channel
+    answer = await ctl.once("pairing.approve", params)
     approved = answer.get("approved") or {}
     who = approved.get("senderName") or approved.get("senderId") if isinstance(approved, dict) else None
     line = f"approved {args.code}" + (f": {who} may now talk to the agent" if who else "")

@@ -102,7 +102,13 @@ async def pairing_approve(call: Call) -> Any:
     code = call.params.get("code")
     if not isinstance(code, str) or not code:
         raise invalid(call.method, "code is required")
-    approved = await call.state.pairing_approve(code)
+    channel, account_id = call.params.get("channel"), call.params.get("accountId")
+    approved = await call.state.pairing_approve(
+        code,
+        channel=channel if isinstance(channel, str) else None,
+        account_id=account_id if isinstance(account_id, str) else None,
+    )
     if approved is None:
-        raise MethodError("NOT_FOUND", f"no pending pairing request with code {code}")
+        where = f" for {channel}" if isinstance(channel, str) else ""
+        raise MethodError("NOT_FOUND", f"no pending pairing request{where} with code {code}")
     return {"ok": True, "approved": approved}

@@ -22,6 +22,7 @@ from bindings.host import (
     Platform,
     ReplyEvent,
     ReplyListener,
+    ReplyRoute,
     SubmitResult,
 )
 
@@ -136,7 +137,12 @@ class MemoryHost:
     # -- PairingStore --------------------------------------------------------------------------
 
     async def pairing_request(
-        self, platform: str, account_id: str, sender_id: str, sender_name: str = ""
+        self,
+        platform: str,
+        account_id: str,
+        sender_id: str,
+        sender_name: str = "",
+        reply_route: ReplyRoute | None = None,
     ) -> PairingRequest | None:
         now = self._clock()
         live = {
@@ -168,6 +174,7 @@ class MemoryHost:
             sender_id=sender_id,
             sender_name=sender_name,
             created_at_ms=int(now * 1000),
+            reply_route=reply_route,
         )
         self.pairings[code] = request
         return replace(request, is_new=True)
@@ -178,10 +185,14 @@ class MemoryHost:
     async def pairing_list(self) -> list[PairingRequest]:
         return list(self.pairings.values())
 
-    async def pairing_approve(self, code: str) -> PairingRequest | None:
+    async def pairing_approve(
+        self, code: str, *, platform: str | None = None, account_id: str | None = None
+    ) -> PairingRequest | None:
         request = self.pairings.get(code.upper())
         now = self._clock()
         if request is None or request.approved or now * 1000 - request.created_at_ms >= PAIRING_TTL_S * 1000:
+            return None
+        if platform not in (None, request.platform) or account_id not in (None, request.account_id):
             return None
         approved = replace(request, approved=True)
         self.pairings[code.upper()] = approved

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bindings.access import PAIRING_APPROVED_TEXT
 from gateway.client import CallError, GatewayClient
 from tests.bindings.helpers import wait_until
 from tests.bindings.standins.discord import DiscordStandIn
@@ -209,7 +210,7 @@ async def test_an_unknown_dm_sender_pairs_before_anything_runs(gateway_home: Pat
         client = await stack.enter_async_context(client_of(daemon))
         await channels_ready(client, "discord:default")
 
-        await discord.dispatch_message(DM, "hello?", author_id="77", author_name="mallory")
+        first = await discord.dispatch_message(DM, "hello?", author_id="77", author_name="mallory")
         await settle(lambda: bot_messages(discord, DM))
         offer = bot_messages(discord, DM)[0]["content"]
         code = re.search(r"pairing code is ([A-Z0-9]{8})", offer)
@@ -222,14 +223,22 @@ async def test_an_unknown_dm_sender_pairs_before_anything_runs(gateway_home: Pat
         assert len(bot_messages(discord, DM)) == 1  # the same request; nothing ran
         assert (await client.call("sessions.list"))["count"] == 0
 
+        assert f"gatewayctl pairing approve discord {code[1]}" in offer
         with pytest.raises(CallError):
             await client.call("pairing.approve", {"code": "ZZZZZZZZ"})
-        approved = await client.call("pairing.approve", {"code": code[1].lower()})
+        with pytest.raises(CallError, match="for slack"):
+            await client.call("pairing.approve", {"code": code[1], "channel": "slack"})
+        approved = await client.call("pairing.approve", {"code": code[1].lower(), "channel": "discord"})
         assert approved["approved"]["senderId"] == "77"
         assert (await client.call("pairing.list"))["requests"] == []
+        # The sender hears about it where they asked, as a reply to their first message.
+        await settle(lambda: len(bot_messages(discord, DM)) == 2)
+        told = bot_messages(discord, DM)[1]
+        assert told["content"] == PAIRING_APPROVED_TEXT
+        assert told["message_reference"]["message_id"] == first["id"]
 
         await discord.dispatch_message(DM, "now?", author_id="77", author_name="mallory")
-        await settle(lambda: [m["content"] for m in bot_messages(discord, DM)][1:] == ["echo: now?"])
+        await settle(lambda: [m["content"] for m in bot_messages(discord, DM)][2:] == ["echo: now?"])
 
 
 async def test_status_and_channel_tools_follow_the_conversation(gateway_home: Path) -> None:

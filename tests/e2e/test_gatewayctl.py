@@ -194,7 +194,9 @@ async def test_channels_status_and_pairing_with_a_discord_binding(gateway_home: 
             assert (request["channel"], request["senderId"]) == ("discord", "77")
             rc, out, _ = await _finish(await _spawn("pairing", "list", env=ctl_env))
             assert rc == 0 and request["code"] in out and "mallory" in out
-            approved = await _ctl_json("pairing", "approve", request["code"], env=ctl_env)
+            wrong = await _finish(await _spawn("pairing", "approve", "slack", request["code"], env=ctl_env))
+            assert wrong[0] == 1 and "no pending pairing request for slack" in wrong[2]
+            approved = await _ctl_json("pairing", "approve", "discord", request["code"], env=ctl_env)
             assert approved["approved"]["senderId"] == "77"
             assert (await _ctl_json("pairing", "list", env=ctl_env))["requests"] == []
         finally:

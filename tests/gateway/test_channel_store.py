@@ -147,3 +147,17 @@ async def test_sweep_removes_only_what_expired(channels: ChannelStore, clock: Cl
     clock.advance(OUTBOX_KEEP_S)
     assert await channels.sweep() == 2  # the settled outbox row and the "fresh" dedupe row
     assert [r.key for r in await channels.outbox_pending("discord", "default")] == ["open"]
+
+
+async def test_a_pairing_request_keeps_where_the_sender_wrote_and_approval_can_name_the_channel(
+    channels: ChannelStore,
+) -> None:
+    route = ReplyRoute(platform="slack", account_id="work", channel_id="D1", thread_id=None, reply_to="1.5")
+    request = await channels.pairing_request("slack", "work", "U9", "eve", reply_route=route)
+    assert request is not None and request.reply_route == route
+    assert [r.reply_route for r in await channels.pairing_list()] == [route]
+    assert await channels.pairing_approve(request.code, platform="discord") is None
+    assert await channels.pairing_approve(request.code, platform="slack", account_id="other") is None
+    approved = await channels.pairing_approve(request.code, platform="slack", account_id="work")
+    assert approved is not None and approved.reply_route == route
+    assert await channels.pairing_is_approved("slack", "work", "U9")

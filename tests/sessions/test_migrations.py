@@ -70,7 +70,7 @@ async def test_fresh_database_is_upgraded_to_head(store: Store) -> None:
     async with store.database.read() as conn:
         revision = await conn.run_sync(runner.current_revision)
         tables = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
-    assert revision == runner.head_revision() == "0002"
+    assert revision == runner.head_revision() == "0003"
     assert tables == TABLES | {"alembic_version"}
 
 
@@ -115,6 +115,23 @@ async def test_migrations_downgrade_and_upgrade_again(store: Store) -> None:
         after_down, after_up = await conn.run_sync(down_and_up)
     assert after_down & TABLES == set()
     assert after_up >= TABLES
+
+
+async def test_a_pairing_request_waiting_before_0003_survives_the_upgrade(store: Store) -> None:
+    def down_insert_up(conn: Connection) -> list[Any]:
+        command.downgrade(runner.config(conn), "0002")
+        conn.execute(
+            text(
+                "INSERT INTO channel_pairing_requests (code, platform, account_id, sender_id, sender_name,"
+                " created_at) VALUES ('ABCD2345', 'discord', 'default', '77', 'mallory', 1)"
+            )
+        )
+        runner.upgrade(conn)
+        return list(conn.execute(text("SELECT code, sender_id, reply_route FROM channel_pairing_requests")))
+
+    async with store.database.write() as conn:
+        rows = await conn.run_sync(down_insert_up)
+    assert [tuple(row) for row in rows] == [("ABCD2345", "77", None)]
 
 
 async def test_a_newer_schema_is_refused(store_url: str) -> None:
