@@ -213,6 +213,13 @@ class ChatBinding(ABC, Generic[ConfigT, EventT]):
             except Exception:  # one bad event must not stop the binding
                 self._log.exception(f"{self.platform} event failed", binding=self.binding_id)
 
+    def reconfigure(self, config: ConfigT) -> None:
+        """Take on new settings without reconnecting: access, routing, queueing and thread
+        settings apply from the next message. The caller checks that none of the account's
+        `RESTART_KEYS` changed (`AccountConfig.restart_changes`); those stay as they were."""
+        self._config = config
+        self.pipeline.reconfigure(config)
+
     async def announce_approval(self, request: PairingRequest) -> bool:
         """Tell a sender whose pairing an operator approved, where they wrote from, that they
         may talk now. False when the request does not say where that was. Raises what the

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -59,6 +59,10 @@ class ChannelConfig(_Model):
 
 
 class AccountConfig(_Model):
+    RESTART_KEYS: ClassVar[frozenset[str]] = frozenset({"enabled", "edit_interval_s"})
+    """Settings a running binding cannot take on (the connection, the secrets, the reply relay);
+    every other one (access, routing, queueing, threads) applies live (`ChatBinding.reconfigure`)."""
+
     enabled: bool = True
     dm_policy: DmPolicy = "pairing"
     allow_from: list[str] = Field(default_factory=list)
@@ -90,6 +94,10 @@ class AccountConfig(_Model):
         if self.dm_policy == "allowlist" and not self.allow_from:
             raise ValueError('dm_policy "allowlist" requires at least one entry in allow_from')
         return self
+
+    def restart_changes(self, other: AccountConfig) -> list[str]:
+        """The keys of `RESTART_KEYS` whose values differ in `other`, sorted."""
+        return sorted(key for key in self.RESTART_KEYS if getattr(self, key) != getattr(other, key, None))
 
     def access_policy(self) -> AccessPolicy:
         return AccessPolicy(
@@ -138,6 +146,15 @@ class DiscordAccountConfig(AccountConfig):
     """`[bindings.discord.<account>]`. `mode = "gateway"` reads messages over the Gateway
     WebSocket; `"interactions"` takes only slash commands on the signed HTTP endpoint."""
 
+    RESTART_KEYS = AccountConfig.RESTART_KEYS | {
+        "mode",
+        "api_base_url",
+        "token_env",
+        "public_key_env",
+        "intents",
+        "chunk_limit",
+    }
+
     mode: Literal["gateway", "interactions"] = "gateway"
     api_base_url: str = DISCORD_API_BASE_URL
     token_env: str = "DISCORD_BOT_TOKEN"
@@ -160,6 +177,15 @@ class DiscordAccountConfig(AccountConfig):
 class SlackAccountConfig(AccountConfig):
     """`[bindings.slack.<account>]`. `mode = "socket"` (default) uses Socket Mode with the app
     token; `"events"` takes the signed Events API requests on the daemon's HTTP port."""
+
+    RESTART_KEYS = AccountConfig.RESTART_KEYS | {
+        "mode",
+        "api_base_url",
+        "bot_token_env",
+        "app_token_env",
+        "signing_secret_env",
+        "chunk_limit",
+    }
 
     mode: Literal["socket", "events"] = "socket"
     api_base_url: str = SLACK_API_BASE_URL

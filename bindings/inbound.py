@@ -102,6 +102,11 @@ class InboundPipeline:
         self._origins: OrderedDict[str, SessionOrigin] = OrderedDict()
         self._once = EventOnce(host, platform, account_id)
 
+    def reconfigure(self, config: AccountConfig) -> None:
+        """Use `config`'s access, routing and queueing settings from the next message on."""
+        self._config = config
+        self._policy = config.access_policy()
+
     def origin(self, session_key: str) -> SessionOrigin | None:
         """Where `session_key`'s messages came from on this binding, if they did."""
         return self._origins.get(session_key)

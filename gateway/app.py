@@ -57,6 +57,20 @@ def run_settings(config: GatewayConfig) -> RunSettings:
     )
 
 
+RESTART_PREFIXES = (
+    "gateway.host",
+    "gateway.port",
+    "gateway.home",
+    "gateway.token",
+    "gateway.password",
+    "gateway.preauth_max_frames",
+    "logging.",
+    "database.",
+    "sandbox.",
+)
+"""Config keys a reload reports but cannot apply to the running daemon."""
+
+
 def limits(config: GatewayConfig) -> Limits:
     g = config.gateway
     return Limits(
@@ -151,15 +165,24 @@ class Gateway:
 
     async def reload(self) -> dict[str, Any]:
         """Re-read the config file (with the start-up environment and flags). Applied live:
-        agents and models, run settings, allowed origins, and connection limits for connections
-        made from now on. Listening address, state directory, database and tick interval need a
-        restart. Returns `{"changed": [dotted keys]}`; raises ConfigError for an invalid file
-        (nothing is applied then)."""
+        agents and models, run settings, allowed origins, connection limits for connections made
+        from now on, and the bindings' access, routing and queueing settings. The rest (listening
+        address, state directory, auth, database, logging, sandbox, bindings' connections and
+        accounts) needs a restart. Returns `{"changed": [dotted keys], "restartRequired":
+        [dotted keys]}`; raises ConfigError for an invalid file (nothing is applied then)."""
         state = self.state
         if state is None:
-            return {"changed": []}
+            return {"changed": [], "restartRequired": []}
         fresh = load_config(self.config.source_path, self.env)
         before = redacted(self.config)
+        if self.channels is not None:
+            restart = self.channels.reload(fresh)  # validates before it applies anything
+        else:
+            restart = ["bindings"] if fresh.bindings else []
+            if fresh.bindings:
+                from gateway.channel_config import validate_bindings
+
+                validate_bindings(fresh, self.env)
         self.config = fresh
         state.directory = Directory(fresh)
         state.manager.directory = state.directory
@@ -168,8 +191,9 @@ class Gateway:
         state.config_view = redacted(fresh)
         state.allowed_origins = list(fresh.gateway.allowed_origins)
         changed = _changed_keys(before, state.config_view)
-        log.info("configuration reloaded", changed=changed)
-        return {"changed": changed}
+        restart += [key for key in changed if key.startswith(RESTART_PREFIXES)]
+        log.info("configuration reloaded", changed=changed, restart_required=restart)
+        return {"changed": changed, "restartRequired": restart}
 
     async def drain(self, *, reason: str = "gateway stopping") -> None:
         """Graceful stop of everything in front of the database: refuse new connections, tell

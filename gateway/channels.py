@@ -51,6 +51,7 @@ from bindings import (
     ReplyListener,
     ReplyRelay,
     ReplyRoute,
+    SlackAccountConfig,
     SlackBinding,
     SubmitResult,
 )
@@ -100,6 +101,8 @@ class _Binding(Protocol):
 
     async def announce_approval(self, request: PairingRequest) -> bool: ...
 
+    def reconfigure(self, config: Any) -> None: ...
+
 
 class Channels:
     """The configured bindings, their host, and what the daemon asks of them.
@@ -123,6 +126,8 @@ class Channels:
         self._bindings: dict[str, _Binding] = {}
         self._chunk_limits: dict[str, int] = {}
         self._modes: dict[str, str] = {}
+        self._configs: dict[str, DiscordAccountConfig | SlackAccountConfig] = {}
+        self._env = env
         self._build(env)
         self.webhooks = self._webhook_router()
         self._remove_listener: Callable[[], None] | None = state.bridge.add_listener(self.feed.on_event)
@@ -146,6 +151,7 @@ class Channels:
                 where = f"bindings.{platform}.{account_id}"
                 raise ConfigError([ConfigProblem(self._source, where, str(exc))]) from None
             self._bindings[binding_id] = binding
+            self._configs[binding_id] = cfg
             self._chunk_limits[binding_id] = cfg.chunk_limit
             self._modes[binding_id] = cfg.mode
 
@@ -288,6 +294,28 @@ class Channels:
         if owner.route is not None:
             binding.relay.bind(owner.session_key, owner.route, event.run_id)
         binding.relay.on_event(owner.session_key, event)
+
+    def reload(self, config: GatewayConfig) -> list[str]:
+        """Apply a re-read `[bindings]` to the running bindings and return the dotted keys that
+        need a restart: accounts added, removed or disabled, and changed `RESTART_KEYS` (the
+        connection, secrets and reply relay settings, which keep their old values meanwhile).
+        Everything else (access, routing, queueing, threads) applies from the next message.
+        Raises `ConfigError`, before changing anything, for an invalid table or a missing
+        secret."""
+        settings = validate_bindings(config, self._env)
+        fresh = {f"{platform}:{account}": cfg for platform, account, cfg in enabled_accounts(settings)}
+        restart = [f"bindings.{bid.replace(':', '.', 1)}" for bid in sorted(set(fresh) ^ set(self._bindings))]
+        for binding_id, binding in self._bindings.items():
+            cfg, old = fresh.get(binding_id), self._configs[binding_id]
+            if cfg is None or cfg == old:
+                continue
+            kept = old.restart_changes(cfg)
+            restart += [f"bindings.{binding_id.replace(':', '.', 1)}.{key}" for key in kept]
+            merged = cfg.model_copy(update={key: getattr(old, key) for key in kept})
+            binding.reconfigure(merged)
+            self._configs[binding_id] = merged
+            log.info("binding reconfigured", binding=binding_id, needs_restart=kept)
+        return restart
 
     # -- inbound -----------------------------------------------------------------------------
 

@@ -84,6 +84,10 @@ async def config_reload(ctl: Ctl, args: argparse.Namespace) -> int:
         if names
         else "reloaded the configuration; nothing changed"
     )
+    pending = answer.get("restartRequired")
+    waiting = [str(key) for key in pending] if isinstance(pending, list) else []
+    if waiting:
+        line += f"\ntaking effect after a restart: {', '.join(waiting)}"
     ctl.out.result(answer, lambda console: console.print(escape(line)))
     return 0
 

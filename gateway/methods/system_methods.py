@@ -77,7 +77,12 @@ async def config_reload(call: Call) -> Any:
         result = await call.state.reload_config()
     except ConfigError as exc:
         raise MethodError("INVALID_REQUEST", str(exc)) from exc
-    return {"ok": True, "reloaded": True, "changed": list(result.get("changed", []))}
+    return {
+        "ok": True,
+        "reloaded": True,
+        "changed": list(result.get("changed", [])),
+        "restartRequired": list(result.get("restartRequired", [])),
+    }
 
 
 async def question_list(call: Call) -> Any:

@@ -417,6 +417,46 @@ async def test_a_slack_message_during_shutdown_is_left_unacked_and_runs_after_th
         assert [e["retry_attempt"] for e in slack.envelopes.values()] == [0, 0, 1]
 
 
+async def test_config_reload_applies_access_and_routing_to_running_bindings(gateway_home: Path) -> None:
+    async with platforms() as (discord, _):
+        account = f"""
+[bindings.discord.default]
+api_base_url = "{discord.api_base_url}"
+group_policy = "allowlist"
+require_mention = false
+edit_interval_s = 0.2
+"""
+        async with gatewayd(gateway_home, account) as daemon, client_of(daemon) as client:
+            await channels_ready(client, "discord:default")
+            await discord.dispatch_message(CHANNEL, "anyone there?")
+            await asyncio.sleep(0.5)
+            assert texts_of(discord) == []  # the channel is not on the allowlist
+
+            config_path = gateway_home / "gateway.toml"
+            config_path.write_text(account + 'dm_policy = "sometimes"\n')
+            with pytest.raises(CallError, match="dm_policy"):
+                await client.call("config.reload")
+
+            allowed = account + f'intents = 513\nchannels."{CHANNEL}" = {{ queue_mode = "followup" }}\n'
+            config_path.write_text(allowed)
+            answer = await client.call("config.reload")
+            assert answer["changed"] == [
+                "bindings.discord.default.channels",
+                "bindings.discord.default.intents",
+            ]
+            assert answer["restartRequired"] == ["bindings.discord.default.intents"]
+            await discord.dispatch_message(CHANNEL, "and now?")
+            await settle(lambda: texts_of(discord) == ["echo: and now?"])
+
+            config_path.write_text(
+                allowed + '\n[bindings.slack.extra]\napi_base_url = "http://127.0.0.1:9/"\n'
+            )
+            answer = await client.call("config.reload")
+            assert answer["restartRequired"] == ["bindings.slack.extra", "bindings.discord.default.intents"]
+            rows = await client.call("channels.status")
+            assert [row["id"] for row in rows["channels"]] == ["discord:default"]
+
+
 async def test_webhooks_are_served_under_bindings(gateway_home: Path) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}/bindings"

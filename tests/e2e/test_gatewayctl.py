@@ -218,6 +218,13 @@ def test_config_and_call(gw: Daemon) -> None:
     reloaded = ok_json("config", "reload", daemon=gw)
     assert "runs.collect_window_ms" in json.dumps(reloaded["changed"])
     assert ok_json("config", "show", "runs.collect_window_ms", daemon=gw)["value"] == 1234
+    assert reloaded["restartRequired"] == []
+    (gw.home / "gateway.toml").write_text(
+        CONFIG + "[runs]\ncollect_window_ms = 1234\n[sandbox]\ntimeout_s = 60\n"
+    )
+    told = ctl("config", "reload", daemon=gw)
+    assert told.rc == 0 and "changed: sandbox.timeout_s" in told.out
+    assert "taking effect after a restart: sandbox.timeout_s" in told.out
     refused = ctl("pairing", "approve", "NOPE42", "--json", daemon=gw)
     assert refused.rc == 1
     assert refused.json()["error"]["code"] == "NOT_FOUND"
