@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar, Generic, Self, TypeVar
@@ -232,11 +233,15 @@ class ChatBinding(ABC, Generic[ConfigT, EventT]):
 
     # -- channel tools -----------------------------------------------------------------------
 
-    def tools_for(self, session_key: str) -> list[AgentTool]:
+    def tools_for(
+        self, session_key: str, restore: Callable[[], Awaitable[SessionOrigin | None]] | None = None
+    ) -> list[AgentTool]:
         """`<platform>_add_reaction` and `<platform>_send_file` for a session that came from this
-        binding; no tools for any other session."""
+        binding; no tools for any other session. A session this binding has not seen a message
+        of since it started gets them only with `restore`, which finds its conversation (from
+        the daemon's records) when a tool first runs."""
         text = self.tool_text
-        if self.pipeline.origin(session_key) is None:
+        if self.pipeline.origin(session_key) is None and restore is None:
             return []
         emoji, emoji_description = text.emoji_field
         react_parameters: dict[str, Any] = {
@@ -252,7 +257,7 @@ class ChatBinding(ABC, Generic[ConfigT, EventT]):
             ("add_reaction", "Add reaction", text.react_description, react_parameters, self._react),
             ("send_file", "Send file", text.file_description, FILE_PARAMETERS, self._send_file),
         ]
-        origin = partial(self.pipeline.origin, session_key)
+        origin = partial(self._origin, session_key, restore)
         return [
             channel_tool(
                 name=f"{self.platform}_{name}",
@@ -265,3 +270,14 @@ class ChatBinding(ABC, Generic[ConfigT, EventT]):
             )
             for name, label, description, parameters, action in tools
         ]
+
+    async def _origin(
+        self, session_key: str, restore: Callable[[], Awaitable[SessionOrigin | None]] | None
+    ) -> SessionOrigin | None:
+        known = self.pipeline.origin(session_key)
+        if known is not None or restore is None:
+            return known
+        found = await restore()
+        if found is not None:
+            self.pipeline.remember_origin(session_key, found)
+        return found

@@ -111,6 +111,13 @@ class InboundPipeline:
         """Where `session_key`'s messages came from on this binding, if they did."""
         return self._origins.get(session_key)
 
+    def remember_origin(self, session_key: str, origin: SessionOrigin) -> None:
+        """Remember where `session_key`'s conversation is (learned elsewhere, e.g. after a
+        restart), unless a message has told us since."""
+        if session_key not in self._origins:
+            self._origins[session_key] = origin
+            _trim(self._origins, self._max_sessions)
+
     @property
     def subscribed_sessions(self) -> int:
         return len(self._subscriptions)

@@ -53,7 +53,7 @@ def channel_tool(
     label: str,
     description: str,
     parameters: dict[str, Any],
-    origin: Callable[[], SessionOrigin | None],
+    origin: Callable[[], Awaitable[SessionOrigin | None]],
     action: Action,
     platform: str,
 ) -> AgentTool:
@@ -65,7 +65,7 @@ def channel_tool(
     ) -> AgentToolResult:
         if signal is not None:
             signal.throw_if_aborted()
-        where = origin()
+        where = await origin()
         if where is None:
             raise ToolError(f"{name}: this session has no {platform} conversation")
         try:

@@ -30,7 +30,8 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
@@ -51,6 +52,7 @@ from bindings import (
     ReplyListener,
     ReplyRelay,
     ReplyRoute,
+    SessionOrigin,
     SlackAccountConfig,
     SlackBinding,
     SubmitResult,
@@ -97,7 +99,9 @@ class _Binding(Protocol):
 
     async def aclose(self) -> None: ...
 
-    def tools_for(self, session_key: str) -> list[AgentTool]: ...
+    def tools_for(
+        self, session_key: str, restore: Callable[[], Awaitable[SessionOrigin | None]] | None = None
+    ) -> list[AgentTool]: ...
 
     async def announce_approval(self, request: PairingRequest) -> bool: ...
 
@@ -412,8 +416,10 @@ class Channels:
         return rows
 
     def tools_for(self, session: SessionRecord) -> list[AgentTool]:
-        """The channel tools of the binding a session's conversation comes from (none for a
-        session no binding has relayed a message to since the daemon started)."""
+        """The channel tools of the binding a session's conversation comes from: the binding
+        that last relayed a message of it, else (after a restart) the binding its `origin`
+        names, which finds the conversation in the input ledger when a tool runs. None for a
+        session that did not come from a chat."""
         for key in session.keys:
             preferred = self._last_binding.get(key)
             order = [preferred] if preferred in self._bindings else []
@@ -423,7 +429,20 @@ class Channels:
                 tools = self._bindings[binding_id].tools_for(key)
                 if tools:
                     return tools
-        return []
+        origin = session.origin or {}
+        binding = self._bindings.get(str(origin.get("binding")))
+        if binding is None or not session.keys:
+            return []
+        return binding.tools_for(
+            session.keys[0], partial(self._restore_origin, binding.binding_id, session.id)
+        )
+
+    async def _restore_origin(self, binding_id: str, session_id: str) -> SessionOrigin | None:
+        source = await self.store.latest_source(session_id, binding_id)
+        route, message_id = (source or {}).get("replyRoute"), (source or {}).get("messageId")
+        if not isinstance(route, dict) or message_id is None:
+            return None
+        return SessionOrigin(route=ReplyRoute.from_dict(route), last_message_id=str(message_id))
 
     async def pairing_list(self) -> list[dict[str, Any]]:
         return [_pairing_row(request) for request in await self.store.pairing_list()]

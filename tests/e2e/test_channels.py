@@ -282,6 +282,35 @@ async def test_status_and_channel_tools_follow_the_conversation(gateway_home: Pa
         assert not slack.posts  # nothing of either session leaked into Slack
 
 
+async def test_channel_tools_find_the_conversation_after_a_restart(gateway_home: Path) -> None:
+    async with platforms() as (discord, _):
+        config = bindings_toml(discord, None)
+        async with gatewayd(gateway_home, config) as daemon, client_of(daemon) as client:
+            await channels_ready(client, "discord:default")
+            message = await discord.dispatch_message(CHANNEL, "remember me")
+            await settle(lambda: texts_of(discord) == ["echo: remember me"])
+
+        key = f"agent:main:discord:channel:{CHANNEL}"
+        async with gatewayd(gateway_home, config, tag="-2") as again, client_of(again) as client:
+            await channels_ready(client, "discord:default")
+            # No message has come through since the restart; an operator's run in the session
+            # still has the channel's tools, acting on the conversation's latest message.
+            await client.call(
+                "agent",
+                {
+                    "sessionKey": key,
+                    "message": '!tool discord_add_reaction {"emoji": "👀"}',
+                    "idempotencyKey": "op-2",
+                },
+            )
+            waited = await client.call("agent.wait", {"runId": "op-2", "timeoutMs": 10_000})
+            assert waited["status"] == "ok"
+            history = await client.call("chat.history", {"sessionKey": key})
+            [result] = [m for m in history["messages"] if m["role"] == "toolResult"]
+            assert result["isError"] is False, result
+            assert discord.reactions == [(CHANNEL, message["id"], "👀")]
+
+
 async def test_a_crash_mid_reply_ends_with_one_finished_reply_and_no_lost_message(gateway_home: Path) -> None:
     async with platforms() as (discord, _):
         other = "501"
