@@ -7,22 +7,32 @@ session's own entries, or None for all of them), root-most first. The ancestor c
 one recursive query and the entries of every segment in one more, so building a transcript costs
 two queries however deep the tree, and checking a branch point costs the same for any length.
 
+A model context needs less than the transcript: with a compaction on the path, only the newest
+compaction entry and the entries from its first kept entry on (`sessions.context.view_of`).
+`context_entries` finds that compaction by walking each segment's entries backwards from the end
+(the `(session_id, position)` index), so neither finding nor reading the context touches the
+entries before it: the cost follows the size of the context, not the length of the transcript.
+
 Every function runs inside the caller's transaction.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import literal, select, union_all
+from sqlalchemy import ColumnElement, Select, bindparam, literal, select, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sessions import _store_rows as rows
 from sessions.errors import NotFound, StoreError
-from sessions.records import EntryRecord, SessionRecord, TreeNode
-from sessions.schema import entries, sessions
+from sessions.records import ContextEntry, EntryRecord, SessionRecord, TreeNode
+from sessions.schema import EntryKind, entries, sessions
 
 Segment = tuple[str, int | None]
+Start = tuple[int, int]
+"""Where a read starts: (index of a segment, position of the first entry read in it)."""
 
 # Guards against a corrupt parent cycle; real trees are a handful of levels deep.
 _MAX_DEPTH = 10_000
@@ -30,11 +40,12 @@ _MAX_DEPTH = 10_000
 _SEGMENTS_PER_QUERY = 100
 
 
-async def segments(conn: AsyncConnection, session_id: str) -> list[Segment]:
-    """The segments of the session's transcript. Raise NotFound for an unknown session."""
+def _chain_query() -> Select[Any]:
+    """The session (bind parameter `session_id`) and its ancestors up to the first without a
+    branch point, nearest first, each with the owner and position of its branch point."""
     chain = (
         select(sessions.c.id, sessions.c.parent_id, sessions.c.branch_point, literal(0).label("depth"))
-        .where(sessions.c.id == session_id)
+        .where(sessions.c.id == bindparam("session_id"))
         .cte("chain", recursive=True)
     )
     parent = sessions.alias("parent")
@@ -45,7 +56,7 @@ async def segments(conn: AsyncConnection, session_id: str) -> list[Segment]:
             chain.c.depth < _MAX_DEPTH,
         )
     )
-    query = (
+    return (
         select(
             chain.c.id,
             chain.c.branch_point,
@@ -55,7 +66,16 @@ async def segments(conn: AsyncConnection, session_id: str) -> list[Segment]:
         .select_from(chain.outerjoin(entries, entries.c.id == chain.c.branch_point))
         .order_by(chain.c.depth)
     )
-    found = (await conn.execute(query)).all()
+
+
+# Built once: every run reads its session's segments, and building the statement costs more
+# than running it.
+_CHAIN = _chain_query()
+
+
+async def segments(conn: AsyncConnection, session_id: str) -> list[Segment]:
+    """The segments of the session's transcript. Raise NotFound for an unknown session."""
+    found = (await conn.execute(_CHAIN, {"session_id": session_id})).all()
     if not found:
         raise NotFound(f"no session {session_id}")
     return visible_segments(found)
@@ -85,17 +105,105 @@ def visible_segments(chain: Sequence[rows.AnyRow]) -> list[Segment]:
 
 async def segment_entries(conn: AsyncConnection, parts: Sequence[Segment]) -> list[EntryRecord]:
     """The entries of the segments, in transcript order."""
-    found: list[EntryRecord] = []
-    for start in range(0, len(parts), _SEGMENTS_PER_QUERY):
-        selects = []
-        for level, (sid, limit) in enumerate(parts[start : start + _SEGMENTS_PER_QUERY], start=start):
-            part = select(literal(level).label("level"), *entries.c).where(entries.c.session_id == sid)
-            if limit is not None:
-                part = part.where(entries.c.position <= limit)
-            selects.append(part)
+    return [rows.entry_record(row) for row in await _segment_rows(conn, parts, list(entries.c), None)]
+
+
+async def context_entries(conn: AsyncConnection, parts: Sequence[Segment]) -> list[ContextEntry]:
+    """What a model context is built from, in transcript order: the whole transcript without a
+    compaction; with one, the newest compaction entry and the entries from its first kept entry
+    on (or from the compaction entry itself when the first kept entry is not before it, as
+    `sessions.context.view_of` reads it)."""
+    start = await _context_start(conn, parts)
+    columns = [entries.c.id, entries.c.kind, entries.c.payload, entries.c.position]
+    return [
+        ContextEntry(row.id, row.kind, row.payload)
+        for row in await _segment_rows(conn, parts, columns, start)
+    ]
+
+
+async def _context_start(conn: AsyncConnection, parts: Sequence[Segment]) -> Start | None:
+    """Where the context begins; None for the beginning of the transcript."""
+    newest = await _newest_compaction(conn, parts)
+    if newest is None:
+        return None
+    level, position, payload = newest
+    first_kept = _first_kept_id(payload)
+    if first_kept is not None:
+        where = (
+            await conn.execute(
+                select(entries.c.session_id, entries.c.position).where(entries.c.id == first_kept)
+            )
+        ).first()
+        if where is not None:
+            owner, kept_position = where
+            for index in range(level + 1):
+                sid, limit = parts[index]
+                if sid != owner or (limit is not None and kept_position > limit):
+                    continue
+                if index < level or kept_position < position:
+                    return index, kept_position
+    return level, position
+
+
+async def _newest_compaction(conn: AsyncConnection, parts: Sequence[Segment]) -> tuple[int, int, str] | None:
+    """(segment index, position, payload text) of the last compaction entry of the transcript.
+    Each segment is searched from its end, so only the entries after the compaction are passed
+    over (all of them when there is none: then the context is the whole transcript anyway)."""
+    for level in range(len(parts) - 1, -1, -1):
+        sid, limit = parts[level]
+        query = select(entries.c.position, entries.c.payload).where(
+            entries.c.session_id == sid, entries.c.kind == EntryKind.COMPACTION.value
+        )
+        if limit is not None:
+            query = query.where(entries.c.position <= limit)
+        row = (await conn.execute(query.order_by(entries.c.position.desc()).limit(1))).first()
+        if row is not None:
+            return level, int(row.position), str(row.payload)
+    return None
+
+
+def _first_kept_id(payload: str) -> str | None:
+    try:
+        value: Any = json.loads(payload)
+    except ValueError:
+        return None
+    kept = value.get("firstKeptEntryId") if isinstance(value, dict) else None
+    return kept if isinstance(kept, str) else None
+
+
+async def _segment_rows(
+    conn: AsyncConnection,
+    parts: Sequence[Segment],
+    columns: Sequence[ColumnElement[Any]],
+    start: Start | None,
+) -> list[rows.AnyRow]:
+    """`columns` of the segments' entries from `start` on (every entry when None), in transcript
+    order."""
+    first_level, first_position = start if start is not None else (0, None)
+
+    def part(level: int, *leading: ColumnElement[Any]) -> Select[Any]:
+        sid, limit = parts[level]
+        query = select(*leading, *columns).where(entries.c.session_id == sid)
+        if limit is not None:
+            query = query.where(entries.c.position <= limit)
+        if level == first_level and first_position is not None:
+            query = query.where(entries.c.position >= first_position)
+        return query
+
+    levels = range(first_level, len(parts))
+    if len(levels) == 1:
+        # One session's entries come in index order; the compound form below would copy every
+        # row into a sorter first.
+        return list((await conn.execute(part(first_level).order_by(entries.c.position))).all())
+    found: list[rows.AnyRow] = []
+    for chunk in range(0, len(levels), _SEGMENTS_PER_QUERY):
+        selects = [
+            part(level, literal(level).label("level"))
+            for level in levels[chunk : chunk + _SEGMENTS_PER_QUERY]
+        ]
         compound = (union_all(*selects) if len(selects) > 1 else selects[0]).subquery()
         query = select(compound).order_by(compound.c.level, compound.c.position)
-        found.extend(rows.entry_record(row) for row in (await conn.execute(query)).all())
+        found.extend((await conn.execute(query)).all())
     return found
 
 

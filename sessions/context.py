@@ -5,6 +5,10 @@ store resolves that). Only `message` and `compaction` entries shape the model's 
 compaction on the path, the context is the newest compaction's summary, then the messages from
 its first kept entry on. Other entry kinds (labels, model changes, custom data) never reach the
 model.
+
+Entries may carry their payload as a dict (`EntryRecord`) or as the stored JSON text
+(`ContextEntry`, what `Store.context_entries` reads for each run); text is validated into a
+message directly, without building the intermediate dicts.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic import TypeAdapter
 
 from agent_core import (
     AgentMessage,
@@ -38,6 +44,9 @@ SUMMARY_PREFIX = (
     "The conversation so far was compacted. This summary stands for the earlier messages:\n\n<summary>\n"
 )
 SUMMARY_SUFFIX = "\n</summary>"
+
+# The same validation as `agent_core.parse_message`, from JSON text.
+_MESSAGE_JSON: TypeAdapter[AgentMessage] = TypeAdapter(AgentMessage)
 
 
 @dataclass(frozen=True)
@@ -120,4 +129,7 @@ def _payload(entry: Any) -> dict[str, Any]:
 
 
 def _message(entry: Any) -> AgentMessage:
-    return parse_message(_payload(entry))
+    payload = entry.payload
+    if isinstance(payload, str):
+        return _MESSAGE_JSON.validate_json(payload)
+    return parse_message(payload)

@@ -3,7 +3,10 @@
 `LiveSession` is the in-memory side of one session while it runs or was recently used. It owns
 the session's `Agent` (whose queues take steering and follow-up messages at once, even while a
 run waits for its turn), the next durable `seq`, and the state of its active run. It keeps no
-transcript copy: each run rebuilds the agent's messages from the database.
+transcript copy: each run rebuilds the agent's messages from the database, reading only the part
+of the transcript the context holds (`Store.context_entries`). Keeping every idle session's
+context in memory instead would cost far more memory than the rebuild costs time (a parsed message
+takes several times its stored size).
 
 `RunDriver` runs the agent for one run: it is the agent's event sink (completed messages become
 entries and every event a numbered session event, through the journal), guards the model stream

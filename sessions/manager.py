@@ -67,7 +67,6 @@ from sessions.profiles import (
     RunSettings,
     ToolsFactory,
 )
-from sessions.records import EntryRecord
 from sessions.recovery import recover
 from sessions.schema import SessionKind, SessionStatus
 from sessions.session_events import Draft, EventPublisher, NullPublisher
@@ -571,7 +570,9 @@ class SessionManager:
         model: Model,
         model_error: str | None,
     ) -> RunSetup:
-        context = build_context(await self.store.transcript(session.id))
+        # Only the part of the transcript the context holds is read (from the newest compaction
+        # on): a run's cost follows its context, however long the session's history is.
+        context = build_context(await self.store.context_entries(session.id))
         tools: list[AgentTool] = []
         if model_error is None:
             if self.settings.compaction_enabled:
@@ -718,10 +719,12 @@ class SessionManager:
         except compaction_mod.CompactionError as exc:
             log.warning("automatic compaction failed", session_id=session.id, error=str(exc))
             return context
-        return build_context(await self.store.transcript(session.id))
+        return build_context(await self.store.context_entries(session.id))
 
     async def _compact(self, session: SessionRecord, model: Model) -> compaction_mod.CompactionResult:
-        entries: list[EntryRecord] = await self.store.transcript(session.id)
+        # A compaction summarises what the context holds (continuing the previous summary), so it
+        # needs no more of the transcript than a run does.
+        entries = await self.store.context_entries(session.id)
         plan = compaction_mod.plan(entries, self.settings.compaction_keep_recent_tokens)
         summary = await compaction_mod.summarize(
             plan.to_summarize,

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sessions.schema import EntryKind, InputStatus, RunStatus, SessionKind, SessionStatus
 
 __all__ = [
+    "ContextEntry",
     "EntryRecord",
     "EventRecord",
     "InputRecord",
@@ -69,6 +70,17 @@ class EntryRecord:
     kind: EntryKind
     payload: JSONObject
     created_at: int
+
+
+class ContextEntry(NamedTuple):
+    """A transcript entry as a model context is built from it (`Store.context_entries`): its id,
+    kind (an `EntryKind` value), and payload still as the stored JSON text, so that a message is
+    validated straight from the text without the intermediate dicts of `EntryRecord.payload`.
+    A named tuple rather than a record class: every run makes one per entry of its context."""
+
+    id: str
+    kind: str
+    payload: str
 
 
 @dataclass(frozen=True, slots=True)

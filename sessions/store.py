@@ -58,6 +58,7 @@ from sessions.errors import (
 )
 from sessions.ids import new_id
 from sessions.records import (
+    ContextEntry,
     EntryRecord,
     EventRecord,
     InputRecord,
@@ -86,6 +87,7 @@ __all__ = [
     "SESSION_TRANSITIONS",
     "UNSET",
     "BatchItem",
+    "ContextEntry",
     "EntryRecord",
     "EventRecord",
     "InputRecord",
@@ -606,6 +608,17 @@ class Store:
         async with self._db.read() as conn:
             parts = await tree_queries.segments(conn, session_id)
             return await tree_queries.segment_entries(conn, parts)
+
+    async def context_entries(self, session_id: str) -> list[ContextEntry]:
+        """What the session's model context is built from (`sessions.context.build_context`
+        gives the same messages as for `transcript`), in transcript order: without a compaction
+        on the session's path, every entry; with one, the newest compaction entry and the entries
+        from its first kept entry on, payloads as stored JSON text. Entries before the newest
+        compaction are not read, so the cost follows the context, not the transcript's length.
+        Raise NotFound for an unknown session."""
+        async with self._db.read() as conn:
+            parts = await tree_queries.segments(conn, session_id)
+            return await tree_queries.context_entries(conn, parts)
 
     async def own_entries(
         self, session_id: str, after_position: int = 0, limit: int | None = None

@@ -1,0 +1,134 @@
+"""How much of a session's transcript the manager reads. A run reads its context, and a
+compaction what it summarises; neither may read the history an earlier compaction replaced, or
+every run of a long-lived session costs more than the last one."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from agent_core import AssistantMessage, TextContent, UserMessage
+from sessions.context import SUMMARY_PREFIX
+from sessions.manager import SessionManager
+from sessions.records import ContextEntry, EntryRecord
+from sessions.store import NewEntry, Store
+from tests.sessions.manager_support import FAST, Directory, Recorder, StreamLog
+
+
+class CountingStore(Store):
+    """A store that counts the transcript entries it hands out, through every method that
+    returns entries."""
+
+    entries_read = 0
+
+    def _count(self, found: Sequence[Any]) -> None:
+        self.entries_read += len(found)
+
+    async def transcript(self, session_id: str) -> list[EntryRecord]:
+        found = await super().transcript(session_id)
+        self._count(found)
+        return found
+
+    async def context_entries(self, session_id: str) -> list[ContextEntry]:
+        found = await super().context_entries(session_id)
+        self._count(found)
+        return found
+
+    async def own_entries(
+        self, session_id: str, after_position: int = 0, limit: int | None = None
+    ) -> list[EntryRecord]:
+        found = await super().own_entries(session_id, after_position, limit)
+        self._count(found)
+        return found
+
+    async def get_entry(self, entry_id: str) -> EntryRecord | None:
+        found = await super().get_entry(entry_id)
+        self._count([found] if found is not None else [])
+        return found
+
+
+@pytest.fixture
+async def counting(store_url: str) -> AsyncIterator[tuple[CountingStore, SessionManager, StreamLog]]:
+    log = StreamLog()
+    async with CountingStore.open(store_url) as store:
+        assert isinstance(store, CountingStore)
+        manager = SessionManager(
+            store,
+            directory=Directory(),
+            publisher=Recorder(),
+            settings=replace(FAST, compaction_keep_recent_tokens=5),
+            stream_fn=log,
+        )
+        await manager.start()
+        try:
+            yield store, manager, log
+        finally:
+            await manager.aclose(grace_s=0.0)
+
+
+def _message(role: str, text: str) -> NewEntry:
+    if role == "user":
+        return NewEntry(kind="message", payload=UserMessage(content=[TextContent(text=text)]).dump())
+    message = AssistantMessage(content=[TextContent(text=text)], api="faux", provider="faux", model="echo")
+    return NewEntry(kind="message", payload=message.dump())
+
+
+async def _compacted(store: Store, manager: SessionManager, key: str, history: int) -> str:
+    """A session with `history` old messages that a compaction replaced by a summary, keeping
+    the last question and answer."""
+    session = await manager.ensure_session(key)
+    old = [_message("user" if i % 2 == 0 else "assistant", f"old {i}") for i in range(history)]
+    for start in range(0, len(old), 200):
+        await store.append_entries(session.id, old[start : start + 200])
+    kept, _ = await store.append_entries(
+        session.id, [_message("user", "kept question"), _message("assistant", "kept answer")]
+    )
+    payload = {"summary": "what came before", "firstKeptEntryId": kept.id, "tokensBefore": 1000}
+    await store.append_entries(session.id, [NewEntry(kind="compaction", payload=payload)])
+    return session.id
+
+
+async def test_a_run_reads_its_context_and_not_the_history_a_compaction_replaced(
+    counting: tuple[CountingStore, SessionManager, StreamLog],
+) -> None:
+    store, manager, log = counting
+    read: dict[int, int] = {}
+    for history in (20, 1_000):
+        session_id = await _compacted(store, manager, f"agent:main:h{history}", history)
+        session = await manager.get(session_id=session_id)
+        store.entries_read = 0
+        await manager.submit(session=session, message="new question", idempotency_key=f"q-{history}")
+        outcome = await manager.wait_run(f"q-{history}", 15)
+        assert outcome is not None and outcome["status"] == "ok"
+        read[history] = store.entries_read
+        assert log.contexts(session_id)[-1] == [
+            ("user", SUMMARY_PREFIX + "what came before\n</summary>"),
+            ("user", "kept question"),
+            ("assistant", "kept answer"),
+            ("user", "new question"),
+        ]
+    # The compaction entry and the two kept messages, however long the history before them.
+    assert read[1_000] == read[20] == 3
+
+
+async def test_a_compaction_reads_what_it_summarises_and_not_what_an_earlier_one_replaced(
+    counting: tuple[CountingStore, SessionManager, StreamLog],
+) -> None:
+    store, manager, _ = counting
+    read: dict[int, int] = {}
+    for history in (20, 1_000):
+        session_id = await _compacted(store, manager, f"agent:main:c{history}", history)
+        await store.append_entries(
+            session_id,
+            [_message("user", "newer question"), _message("assistant", "newer answer with more words")],
+        )
+        store.entries_read = 0
+        result = await manager.compact(session_id)
+        read[history] = store.entries_read
+        newest = (await store.transcript(session_id))[-1]
+        assert newest.kind == "compaction" and newest.payload["summary"] == result.summary
+        assert result.summary.startswith("echo: Earlier summary (update it with what follows):")
+    assert read[1_000] == read[20] == 5
