@@ -175,14 +175,14 @@ class Gateway:
             return {"changed": [], "restartRequired": []}
         fresh = load_config(self.config.source_path, self.env)
         before = redacted(self.config)
+        restart: list[str] = []
         if self.channels is not None:
             restart = self.channels.reload(fresh)  # validates before it applies anything
-        else:
-            restart = ["bindings"] if fresh.bindings else []
-            if fresh.bindings:
-                from gateway.channel_config import validate_bindings
+        elif fresh.bindings:
+            from gateway.channel_config import validate_bindings
 
-                validate_bindings(fresh, self.env)
+            validate_bindings(fresh, self.env)
+            restart = ["bindings"]
         self.config = fresh
         state.directory = Directory(fresh)
         state.manager.directory = state.directory

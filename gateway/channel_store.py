@@ -35,7 +35,6 @@ from sessions.schema import (
     channel_outbox,
     channel_pairing_approvals,
     channel_pairing_requests,
-    inputs,
 )
 
 OUTBOX_KEEP_S = 7 * 24 * 3600
@@ -297,27 +296,6 @@ class ChannelStore:
                 )
             )
         return replace(request, approved=True)
-
-    # -- where a conversation lives ---------------------------------------------------------------
-
-    async def latest_source(
-        self, session_id: str, binding_id: str, *, scan: int = 50
-    ) -> dict[str, Any] | None:
-        """The ledger `source` of the newest input of `session_id` that came through
-        `binding_id`, among its `scan` newest inputs; None when there is none."""
-        query = (
-            select(inputs.c.source)
-            .where(inputs.c.session_id == session_id, inputs.c.source.is_not(None))
-            .order_by(inputs.c.seq.desc())
-            .limit(scan)
-        )
-        async with self._db.read() as conn:
-            rows = (await conn.execute(query)).all()
-        for (raw,) in rows:
-            source = json.loads(raw)
-            if isinstance(source, dict) and source.get("binding") == binding_id:
-                return source
-        return None
 
     # -- housekeeping ----------------------------------------------------------------------------
 

@@ -438,8 +438,9 @@ class Channels:
         )
 
     async def _restore_origin(self, binding_id: str, session_id: str) -> SessionOrigin | None:
-        source = await self.store.latest_source(session_id, binding_id)
-        route, message_id = (source or {}).get("replyRoute"), (source or {}).get("messageId")
+        sources = await self._state.store.input_sources(session_id)
+        source = next((found for found in sources if found.get("binding") == binding_id), {})
+        route, message_id = source.get("replyRoute"), source.get("messageId")
         if not isinstance(route, dict) or message_id is None:
             return None
         return SessionOrigin(route=ReplyRoute.from_dict(route), last_message_id=str(message_id))

@@ -872,6 +872,19 @@ class Store:
                 raise StoreError(f"input {idempotency_key!r} vanished while being recorded")
             return rows.input_record(row), created
 
+    async def input_sources(self, session_id: str, limit: int = 50) -> list[JSONObject]:
+        """The `source` of the session's newest inputs that have one, newest first (at most
+        `limit` inputs are read)."""
+        query = (
+            select(inputs.c.source)
+            .where(inputs.c.session_id == session_id, inputs.c.source.is_not(None))
+            .order_by(inputs.c.seq.desc())
+            .limit(limit)
+        )
+        async with self._db.read() as conn:
+            found = (await conn.execute(query)).scalars().all()
+        return [source for source in map(rows.loads, found) if isinstance(source, dict)]
+
     async def get_input(self, idempotency_key: str) -> InputRecord | None:
         async with self._db.read() as conn:
             row = await self._input_row(conn, idempotency_key)

@@ -108,6 +108,20 @@ async def channels_ready(client: GatewayClient, *ids: str, timeout: float = 10.0
         await asyncio.sleep(0.05)
 
 
+async def slow_daemon(home: Path, config: str) -> Daemon:
+    """The daemon with replies slow enough (25 ms a word) to act in the middle of one; the
+    caller stops or kills it."""
+    return await asyncio.to_thread(
+        start_daemon, home, config=config, env={**SECRETS, "GATEWAY_FAUX_PACE_MS": "25"}
+    )
+
+
+async def stop_reasons(client: GatewayClient, session_key: str) -> list[str | None]:
+    """How each assistant message of the session ended, in order."""
+    history = await client.call("chat.history", {"sessionKey": session_key})
+    return [m.get("stopReason") for m in history["messages"] if m["role"] == "assistant"]
+
+
 def words(text: str) -> list[str]:
     return re.findall(r"w\d+", text)
 
@@ -316,9 +330,7 @@ async def test_a_crash_mid_reply_ends_with_one_finished_reply_and_no_lost_messag
         other = "501"
         discord.add_channel(other, guild_id=GUILD)
         config = bindings_toml(discord, None)
-        daemon = await asyncio.to_thread(
-            start_daemon, gateway_home, config=config, env={**SECRETS, "GATEWAY_FAUX_PACE_MS": "25"}
-        )
+        daemon = await slow_daemon(gateway_home, config)
         try:
             async with client_of(daemon) as client:
                 await channels_ready(client, "discord:default")
@@ -351,11 +363,7 @@ async def test_a_crash_mid_reply_ends_with_one_finished_reply_and_no_lost_messag
             cut = words(replies[0])
             assert len(cut) >= shown and cut == [f"w{i}" for i in range(1, len(cut) + 1)]
             key = f"agent:main:discord:channel:{CHANNEL}"
-            history = await client.call("chat.history", {"sessionKey": key})
-            assert [m.get("stopReason") for m in history["messages"] if m["role"] == "assistant"] == [
-                "aborted",
-                "stop",
-            ]
+            assert await stop_reasons(client, key) == ["aborted", "stop"]
 
 
 async def test_a_crash_mid_slack_reply_finishes_it_by_editing_and_posts_nothing_twice(
@@ -363,9 +371,7 @@ async def test_a_crash_mid_slack_reply_finishes_it_by_editing_and_posts_nothing_
 ) -> None:
     async with SlackStandIn() as slack:
         config = bindings_toml(None, slack, extra="chunk_limit = 400\n")
-        daemon = await asyncio.to_thread(
-            start_daemon, gateway_home, config=config, env={**SECRETS, "GATEWAY_FAUX_PACE_MS": "25"}
-        )
+        daemon = await slow_daemon(gateway_home, config)
         try:
             async with client_of(daemon) as client:
                 await channels_ready(client, "slack:default")
@@ -402,11 +408,7 @@ async def test_a_crash_mid_slack_reply_finishes_it_by_editing_and_posts_nothing_
             assert slack.post_attempts == len(slack.posts)  # the held one was found, not posted again
             assert slack.bot_texts(SLACK_CHANNEL) == [] and not slack.unacked()
             key = f"agent:main:slack:channel:c1:thread:{thread}"
-            history = await client.call("chat.history", {"sessionKey": key})
-            assert [m.get("stopReason") for m in history["messages"] if m["role"] == "assistant"] == [
-                "aborted",
-                "stop",
-            ]
+            assert await stop_reasons(client, key) == ["aborted", "stop"]
 
 
 async def test_a_slack_message_during_shutdown_is_left_unacked_and_runs_after_the_restart(
@@ -414,9 +416,7 @@ async def test_a_slack_message_during_shutdown_is_left_unacked_and_runs_after_th
 ) -> None:
     async with SlackStandIn() as slack:
         config = "[gateway]\nshutdown_grace_s = 20\n" + bindings_toml(None, slack)
-        daemon = await asyncio.to_thread(
-            start_daemon, gateway_home, config=config, env={**SECRETS, "GATEWAY_FAUX_PACE_MS": "25"}
-        )
+        daemon = await slow_daemon(gateway_home, config)
         try:
             async with client_of(daemon) as client:
                 await channels_ready(client, "slack:default")
