@@ -11,6 +11,7 @@ from agent_core.agent_types import (
     AfterToolCallResult,
     AgentContext,
     AgentLoopConfig,
+    AgentOptions,
     AgentTool,
     AgentToolResult,
     BeforeToolCallContext,
@@ -21,6 +22,7 @@ from agent_core.agent_types import (
     ToolUpdateCallback,
     default_convert_to_llm,
 )
+from agent_core.awaitables import MaybeAwaitable, maybe_await
 from agent_core.errors import (
     AgentBusyError,
     AgentCoreError,
@@ -111,6 +113,7 @@ __all__ = [
     "AgentListener",
     "AgentLoopConfig",
     "AgentMessage",
+    "AgentOptions",
     "AgentStartEvent",
     "AgentState",
     "AgentTool",
@@ -128,6 +131,7 @@ __all__ = [
     "ErrorEvent",
     "EventStream",
     "ImageContent",
+    "MaybeAwaitable",
     "Message",
     "MessageEndEvent",
     "MessageStartEvent",
@@ -172,6 +176,7 @@ __all__ = [
     "agent_loop_continue",
     "default_convert_to_llm",
     "dump_message",
+    "maybe_await",
     "now_ms",
     "parse_message",
     "parse_messages",

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeAlias
 
-from agent_core._util import resolve
+from agent_core.awaitables import maybe_await
 from agent_core.events import AgentEvent
 
 AgentEventSink: TypeAlias = Callable[[AgentEvent], Awaitable[None] | None]
@@ -31,7 +31,7 @@ class Emitter:
 
     async def __call__(self, event: AgentEvent) -> None:
         async with self._lock:
-            await resolve(self._sink(event))
+            await maybe_await(self._sink(event))
 
     def start(self, event: AgentEvent) -> asyncio.Task[None]:
         """Deliver `event` from a task of its own; the caller owns (and must await) the task."""

@@ -23,16 +23,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_core._emitter import Emitter
-from agent_core._util import resolve
 from agent_core.abort import AbortSignal
 from agent_core.agent_types import (
     AfterToolCallContext,
     AgentContext,
-    AgentLoopConfig,
+    AgentOptions,
     AgentTool,
     AgentToolResult,
     BeforeToolCallContext,
 )
+from agent_core.awaitables import maybe_await
 from agent_core.events import (
     AgentToolResultData,
     MessageEndEvent,
@@ -72,7 +72,7 @@ class _Call:
 
     context: AgentContext
     assistant_message: AssistantMessage
-    config: AgentLoopConfig
+    options: AgentOptions
     signal: AbortSignal | None
     emit: Emitter
 
@@ -86,13 +86,13 @@ async def execute_tool_calls(
     assistant_message: AssistantMessage,
     tool_calls: Sequence[ToolCall],
     *,
-    config: AgentLoopConfig,
+    options: AgentOptions,
     signal: AbortSignal | None,
     emit: Emitter,
 ) -> ToolBatch:
     """Run one assistant message's tool calls and emit their events; see the module docstring."""
-    call = _Call(context, assistant_message, config, signal, emit)
-    if _is_sequential(context, tool_calls, config):
+    call = _Call(context, assistant_message, options, signal, emit)
+    if _is_sequential(context, tool_calls, options):
         outcomes, messages = await _run_sequential(call, tool_calls)
     else:
         outcomes = await _run_parallel(call, tool_calls)
@@ -104,8 +104,8 @@ async def execute_tool_calls(
     return ToolBatch(messages=messages, terminate=terminate)
 
 
-def _is_sequential(context: AgentContext, tool_calls: Sequence[ToolCall], config: AgentLoopConfig) -> bool:
-    if config.tool_execution == "sequential":
+def _is_sequential(context: AgentContext, tool_calls: Sequence[ToolCall], options: AgentOptions) -> bool:
+    if options.tool_execution == "sequential":
         return True
     for tool_call in tool_calls:
         tool = _find_tool(context, tool_call.name)
@@ -177,13 +177,13 @@ async def _prepare(call: _Call, tool_call: ToolCall) -> _Prepared | _Outcome:
     try:
         prepared_call = tool_call
         if tool.prepare_arguments is not None:
-            prepared_args = await resolve(tool.prepare_arguments(tool_call.arguments))
+            prepared_args = await maybe_await(tool.prepare_arguments(tool_call.arguments))
             if prepared_args is not tool_call.arguments:
                 prepared_call = tool_call.model_copy(update={"arguments": prepared_args})
         args = validate_tool_arguments(tool, prepared_call)
-        hook = call.config.before_tool_call
+        hook = call.options.before_tool_call
         if hook is not None:
-            before = await resolve(
+            before = await maybe_await(
                 hook(
                     BeforeToolCallContext(
                         assistant_message=call.assistant_message,
@@ -235,11 +235,11 @@ async def _execute(call: _Call, prepared: _Prepared) -> _Outcome:
 
 
 async def _finalise(call: _Call, prepared: _Prepared, executed: _Outcome) -> _Outcome:
-    hook = call.config.after_tool_call
+    hook = call.options.after_tool_call
     if hook is None:
         return executed
     try:
-        override = await resolve(
+        override = await maybe_await(
             hook(
                 AfterToolCallContext(
                     assistant_message=call.assistant_message,

@@ -15,11 +15,11 @@ snapshot of the transcript taken when the run starts; the transcript itself only
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, cast
 
-from agent_core._util import resolve
 from agent_core.abort import AbortController, AbortSignal
 from agent_core.agent_state import (
     DEFAULT_MODEL,
@@ -27,23 +27,11 @@ from agent_core.agent_state import (
     AgentState,
     PendingMessageQueue,
 )
-from agent_core.agent_types import (
-    AfterToolCallContext,
-    AfterToolCallResult,
-    AgentContext,
-    AgentLoopConfig,
-    BeforeToolCallContext,
-    BeforeToolCallResult,
-    ConvertToLlm,
-    QueueMode,
-    ShouldStopAfterTurnContext,
-    ToolExecutionMode,
-    TransformContext,
-    default_convert_to_llm,
-)
+from agent_core.agent_types import AgentContext, AgentLoopConfig, AgentOptions, QueueMode
+from agent_core.awaitables import maybe_await
 from agent_core.errors import AgentBusyError, ContinueError
 from agent_core.events import AgentEndEvent, AgentEvent
-from agent_core.llm import Model, StreamFn
+from agent_core.llm import StreamFn
 from agent_core.loop import run_agent_loop, run_agent_loop_continue
 from agent_core.messages import (
     AgentMessage,
@@ -67,12 +55,6 @@ __all__ = [
 AgentListener: TypeAlias = Callable[[AgentEvent, AbortSignal], Awaitable[None] | None]
 """A subscriber: called with every event and the active run's abort signal; awaited in order."""
 
-BeforeToolCallHook: TypeAlias = Callable[
-    [BeforeToolCallContext, AbortSignal | None], Awaitable[BeforeToolCallResult | None]
-]
-AfterToolCallHook: TypeAlias = Callable[
-    [AfterToolCallContext, AbortSignal | None], Awaitable[AfterToolCallResult | None]
-]
 PromptInput: TypeAlias = str | AgentMessage | Sequence[AgentMessage]
 
 BUSY_PROMPT = (
@@ -91,53 +73,24 @@ class _ActiveRun:
 class Agent:
     """A stateful agent running one loop at a time; see the module docstring.
 
-    Options mirror `AgentLoopConfig`; they are plain attributes and may be changed between runs
-    (a run reads them when it starts). `thinking_level` (in the state) becomes the loop's
-    `reasoning` unless it is `"off"`.
+    `options` (hooks and stream settings) is kept as given, not copied: changing it, or assigning
+    another, takes effect from the next run (a run works on a copy taken when it starts, with
+    `stream.reasoning` set from `state.thinking_level`, None when that is `"off"`). `stream_fn`
+    is the model seam (default: `agent_core.providers.stream_simple`).
     """
 
     def __init__(
         self,
         *,
         initial_state: AgentInitialState | None = None,
-        convert_to_llm: ConvertToLlm = default_convert_to_llm,
-        transform_context: TransformContext | None = None,
+        options: AgentOptions | None = None,
         stream_fn: StreamFn | None = None,
-        get_api_key: Callable[[str], str | Awaitable[str | None] | None] | None = None,
         steering_mode: QueueMode = "one-at-a-time",
         follow_up_mode: QueueMode = "one-at-a-time",
-        tool_execution: ToolExecutionMode = "parallel",
-        before_tool_call: BeforeToolCallHook | None = None,
-        after_tool_call: AfterToolCallHook | None = None,
-        should_stop_after_turn: Callable[[ShouldStopAfterTurnContext], bool | Awaitable[bool]] | None = None,
-        session_id: str | None = None,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        max_retries: int | None = None,
-        max_retry_delay_ms: int | None = None,
-        timeout_ms: int | None = None,
-        headers: dict[str, str] | None = None,
-        on_payload: Callable[[dict[str, Any], Model], None] | None = None,
-        on_event: Callable[[], None] | None = None,
     ) -> None:
         self._state = AgentState(initial_state)
-        self.convert_to_llm = convert_to_llm
-        self.transform_context = transform_context
+        self.options = options if options is not None else AgentOptions()
         self.stream_fn = stream_fn
-        self.get_api_key = get_api_key
-        self.tool_execution: ToolExecutionMode = tool_execution
-        self.before_tool_call = before_tool_call
-        self.after_tool_call = after_tool_call
-        self.should_stop_after_turn = should_stop_after_turn
-        self.session_id = session_id
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.max_retries = max_retries
-        self.max_retry_delay_ms = max_retry_delay_ms
-        self.timeout_ms = timeout_ms
-        self.headers = headers
-        self.on_payload = on_payload
-        self.on_event = on_event
         self._steering = PendingMessageQueue(steering_mode)
         self._follow_ups = PendingMessageQueue(follow_up_mode)
         self._listeners: list[AgentListener] = []
@@ -347,29 +300,17 @@ class Agent:
         async def follow_ups() -> list[AgentMessage]:
             return self._follow_ups.drain()
 
-        level = self._state.thinking_level
         return AgentLoopConfig(
             model=self._state.model,
-            convert_to_llm=self.convert_to_llm,
-            transform_context=self.transform_context,
-            get_api_key=self.get_api_key,
+            options=self._run_options(),
             get_steering_messages=steering,
             get_follow_up_messages=follow_ups,
-            should_stop_after_turn=self.should_stop_after_turn,
-            tool_execution=self.tool_execution,
-            before_tool_call=self.before_tool_call,
-            after_tool_call=self.after_tool_call,
-            reasoning=None if level == "off" else level,
-            session_id=self.session_id,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            max_retries=self.max_retries,
-            max_retry_delay_ms=self.max_retry_delay_ms,
-            timeout_ms=self.timeout_ms,
-            headers=self.headers,
-            on_payload=self.on_payload,
-            on_event=self.on_event,
         )
+
+    def _run_options(self) -> AgentOptions:
+        level = self._state.thinking_level
+        stream = dataclasses.replace(self.options.stream, reasoning=None if level == "off" else level)
+        return dataclasses.replace(self.options, stream=stream)
 
     async def _process_event(self, event: AgentEvent) -> None:
         self._state.apply(event)
@@ -378,7 +319,7 @@ class Agent:
             raise RuntimeError("Agent listener invoked outside active run")
         signal = run.controller.signal
         for listener in list(self._listeners):
-            await resolve(listener(event, signal))
+            await maybe_await(listener(event, signal))
 
 
 def _normalise_prompt(input: PromptInput, images: Sequence[ImageContent] | None) -> list[AgentMessage]:

@@ -1,5 +1,5 @@
-"""Agent-side types: tools the agent can execute, the loop's context and configuration, and the
-contexts and results of the tool hooks."""
+"""Agent-side types: tools the agent can execute, the loop's context, the options of an agent's
+runs and the loop's configuration, and the contexts and results of the tool hooks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from agent_core.abort import AbortSignal
-from agent_core.llm import Model, ReasoningLevel
+from agent_core.llm import Model, StreamOptions
 from agent_core.messages import (
     AgentMessage,
     AssistantMessage,
@@ -21,8 +21,6 @@ from agent_core.messages import (
 
 ToolExecutionMode: TypeAlias = Literal["sequential", "parallel"]
 QueueMode: TypeAlias = Literal["all", "one-at-a-time"]
-
-MaybeAwaitable: TypeAlias = Any  # T | Awaitable[T]; resolved with `agent_core._util.resolve`
 
 
 @dataclass(kw_only=True)
@@ -113,6 +111,16 @@ ConvertToLlm: TypeAlias = Callable[[list[AgentMessage]], "Sequence[Message] | Aw
 TransformContext: TypeAlias = Callable[
     [list[AgentMessage], AbortSignal | None], Awaitable[list[AgentMessage]]
 ]
+GetApiKey: TypeAlias = Callable[[str], str | Awaitable[str | None] | None]
+"""provider name -> the API key for this call (None keeps `stream.api_key`)."""
+ShouldStopAfterTurn: TypeAlias = Callable[[ShouldStopAfterTurnContext], bool | Awaitable[bool]]
+BeforeToolCallHook: TypeAlias = Callable[
+    [BeforeToolCallContext, AbortSignal | None], Awaitable[BeforeToolCallResult | None]
+]
+AfterToolCallHook: TypeAlias = Callable[
+    [AfterToolCallContext, AbortSignal | None], Awaitable[AfterToolCallResult | None]
+]
+MessageSource: TypeAlias = Callable[[], Awaitable[list[AgentMessage]]]
 
 
 def default_convert_to_llm(messages: list[AgentMessage]) -> list[Message]:
@@ -121,32 +129,33 @@ def default_convert_to_llm(messages: list[AgentMessage]) -> list[Message]:
 
 
 @dataclass(kw_only=True)
-class AgentLoopConfig:
-    """Configuration of one loop run. Stream options are passed to the stream function as is."""
+class AgentOptions:
+    """How an agent's runs treat the model and the tools: the hooks and the stream settings.
 
-    model: Model
+    This is the one place these options live. An `Agent` keeps one (`agent.options`; changes apply
+    from the next run) and gives each run a shallow copy; the loop reads it from
+    `AgentLoopConfig.options`. For every model call the loop turns `stream` into the call's
+    `StreamOptions` with `signal` replaced by the run's abort signal and `api_key` by what
+    `get_api_key` returns (when it returns a key). Under an `Agent`, `stream.reasoning` is set
+    from `state.thinking_level` at the start of each run.
+    """
+
     convert_to_llm: ConvertToLlm = default_convert_to_llm
     transform_context: TransformContext | None = None
-    get_api_key: Callable[[str], str | Awaitable[str | None] | None] | None = None
-    get_steering_messages: Callable[[], Awaitable[list[AgentMessage]]] | None = None
-    get_follow_up_messages: Callable[[], Awaitable[list[AgentMessage]]] | None = None
-    should_stop_after_turn: Callable[[ShouldStopAfterTurnContext], bool | Awaitable[bool]] | None = None
+    get_api_key: GetApiKey | None = None
+    should_stop_after_turn: ShouldStopAfterTurn | None = None
     tool_execution: ToolExecutionMode = "parallel"
-    before_tool_call: (
-        Callable[[BeforeToolCallContext, AbortSignal | None], Awaitable[BeforeToolCallResult | None]] | None
-    ) = None
-    after_tool_call: (
-        Callable[[AfterToolCallContext, AbortSignal | None], Awaitable[AfterToolCallResult | None]] | None
-    ) = None
-    # stream options
-    reasoning: ReasoningLevel | None = None
-    api_key: str | None = None
-    session_id: str | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
-    max_retries: int | None = None
-    max_retry_delay_ms: int | None = None
-    timeout_ms: int | None = None
-    headers: dict[str, str] | None = None
-    on_payload: Callable[[dict[str, Any], Model], None] | None = None
-    on_event: Callable[[], None] | None = None
+    before_tool_call: BeforeToolCallHook | None = None
+    after_tool_call: AfterToolCallHook | None = None
+    stream: StreamOptions = field(default_factory=StreamOptions)
+
+
+@dataclass(kw_only=True)
+class AgentLoopConfig:
+    """Configuration of one loop run: the model, the options, and where the messages queued while
+    the run goes on come from (polled after each turn; None means never any)."""
+
+    model: Model
+    options: AgentOptions = field(default_factory=AgentOptions)
+    get_steering_messages: MessageSource | None = None
+    get_follow_up_messages: MessageSource | None = None

@@ -4,6 +4,23 @@ Semantics follow pi exactly: `push` after completion is dropped; the completing 
 which `is_complete` is true) is still delivered and sets the result; `end(result)` closes the
 stream and, when given one, sets the result; iteration yields what is queued and then stops.
 
+Unlike pi's, a stream can own the task that produces its events (`start`), so that the producer
+ends when its consumer stops. The rules, from the consumer's side:
+
+- `aclose()` (or leaving ``async with stream``) cancels the producer unless the stream has
+  already completed, then waits until the producer task has finished.
+- An iteration abandoned before the stream's end (the consumer broke out of ``async for``,
+  raised or was cancelled inside it) cancels the producer too, at once when the iteration fails
+  and when the iterator is finalised after a ``break``; call `aclose()` to also wait for it.
+- A producer that completed the stream is never cancelled: it may still be cleaning up (closing
+  an HTTP response), and iterating to the end or awaiting `result()` waits for it to finish.
+- A producer task that ends without completing the stream fails it (unless the `on_unfinished`
+  given to `start` completes it), so no consumer is left waiting; a producer that raises is
+  logged.
+
+Lifetimes: the producer task runs from `start` until it returns or is cancelled; the stream is its
+only owner and keeps the reference as long as the stream lives.
+
 Queue policy: unbounded. A stream has one producer (a provider or the loop) and one consumer that
 drains it as fast as events arrive; back-pressure would stall an HTTP read for no gain. `len()`
 gives the number of queued events.
@@ -12,10 +29,13 @@ gives the number of queued events.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from typing import Generic, TypeVar
+from collections.abc import AsyncIterator, Callable, Coroutine
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
 
+from agent_core.errors import AgentCoreError
 from agent_core.events import AssistantMessageEvent, DoneEvent, ErrorEvent
 from agent_core.messages import AssistantMessage
 
@@ -23,6 +43,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _UNSET = object()
+
+log = logging.getLogger(__name__)
 
 
 class EventStream(Generic[T, R]):
@@ -39,6 +61,8 @@ class EventStream(Generic[T, R]):
         self._result: object = _UNSET
         self._error: BaseException | None = None
         self._result_waiters: list[asyncio.Future[None]] = []
+        self._producer: asyncio.Task[None] | None = None
+        self._on_unfinished: Callable[[asyncio.Task[None]], None] | None = None
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -46,6 +70,47 @@ class EventStream(Generic[T, R]):
     @property
     def done(self) -> bool:
         return self._done
+
+    @property
+    def producing(self) -> bool:
+        """True while the producer task given to `start` is still running."""
+        return self._producer is not None and not self._producer.done()
+
+    # --- the producer's side ---------------------------------------------------------------------
+
+    def start(
+        self,
+        produce: Coroutine[Any, Any, None],
+        *,
+        name: str | None = None,
+        on_unfinished: Callable[[asyncio.Task[None]], None] | None = None,
+    ) -> None:
+        """Run `produce` (which pushes this stream's events) as a task the stream owns; see the
+        module docstring. Needs a running event loop; raises `RuntimeError` if the stream already
+        has a producer.
+
+        `on_unfinished(task)` is called when the task ends without having completed the stream
+        (it may have been cancelled before it ever ran): it may complete the stream its own way;
+        otherwise the stream fails.
+        """
+        if self._producer is not None:
+            produce.close()
+            raise RuntimeError("This stream already has a producer")
+        task = asyncio.get_running_loop().create_task(produce, name=name)
+        self._producer = task
+        self._on_unfinished = on_unfinished
+        task.add_done_callback(self._producer_finished)
+
+    def _producer_finished(self, task: asyncio.Task[None]) -> None:
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            log.error("stream producer %s failed", task.get_name(), exc_info=error)
+        on_unfinished, self._on_unfinished = self._on_unfinished, None
+        if not self._done and on_unfinished is not None:
+            on_unfinished(task)
+        if not self._done:
+            how = "was cancelled" if task.cancelled() else "ended"
+            self.fail(error or AgentCoreError(f"The stream's producer {how} without completing it"))
 
     def push(self, event: T) -> None:
         if self._done:
@@ -88,32 +153,75 @@ class EventStream(Generic[T, R]):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    # --- the consumer's side ---------------------------------------------------------------------
+
     async def result(self) -> R:
-        """The final result; waits until the completing event or `end(result)`."""
+        """The final result; waits until the completing event or `end(result)`, then for the
+        producer task (if any) to finish."""
         while self._result is _UNSET:
             if self._error is not None:
                 raise self._error
             waiter = asyncio.get_running_loop().create_future()
             self._result_waiters.append(waiter)
             await waiter
+        await self._settle()
         return self._result  # type: ignore[return-value]
 
     def __aiter__(self) -> AsyncIterator[T]:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[T]:
-        while True:
-            while self._queue:
-                yield self._queue.popleft()
-            if self._done:
-                if self._error is not None:
-                    raise self._error
-                return
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
+        finished = False
+        try:
+            while True:
+                while self._queue:
+                    yield self._queue.popleft()
+                if self._done:
+                    finished = True
+                    await self._settle()
+                    if self._error is not None:
+                        raise self._error
+                    return
+                self._waiter = asyncio.get_running_loop().create_future()
+                try:
+                    await self._waiter
+                finally:
+                    self._waiter = None
+        finally:
+            if not finished:
+                self._abandon()
+
+    def _abandon(self) -> None:
+        """The consumer stopped before the end: a producer still feeding the stream is cancelled."""
+        producer = self._producer
+        if producer is not None and not producer.done() and not self._done:
+            producer.cancel()
+
+    async def _settle(self) -> None:
+        producer = self._producer
+        if producer is not None and not producer.done() and producer is not asyncio.current_task():
+            await asyncio.wait({producer})
+
+    async def aclose(self) -> None:
+        """Stop consuming: cancel the producer unless the stream has completed, and wait until it
+        has finished. Idempotent; nothing to do for a stream without a producer."""
+        producer = self._producer
+        if producer is None or producer is asyncio.current_task():
+            return
+        self._abandon()
+        if not producer.done():
+            await asyncio.wait({producer})
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
 
 def _assistant_complete(event: AssistantMessageEvent) -> bool:

@@ -17,16 +17,22 @@ the hooks (`convert_to_llm`, `transform_context`, a sink) and for invalid `conti
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
-from types import TracebackType
+from collections.abc import Coroutine, Sequence
 from typing import Any, cast
 
 from agent_core._emitter import AgentEventSink, Emitter
 from agent_core._tool_exec import execute_tool_calls
-from agent_core._util import resolve
 from agent_core.abort import AbortSignal
-from agent_core.agent_types import AgentContext, AgentLoopConfig, ShouldStopAfterTurnContext
+from agent_core.agent_types import (
+    AgentContext,
+    AgentLoopConfig,
+    AgentOptions,
+    MessageSource,
+    ShouldStopAfterTurnContext,
+)
+from agent_core.awaitables import maybe_await
 from agent_core.errors import AgentCoreError, ContinueError
 from agent_core.event_stream import AssistantMessageEventStream, EventStream
 from agent_core.events import (
@@ -42,7 +48,7 @@ from agent_core.events import (
     TurnEndEvent,
     TurnStartEvent,
 )
-from agent_core.llm import Context, StreamFn, StreamOptions, Tool
+from agent_core.llm import Context, Model, StreamFn, StreamOptions, Tool
 from agent_core.messages import AgentMessage, AssistantMessage, ToolResultMessage, tool_calls_of
 
 __all__ = [
@@ -123,7 +129,7 @@ def agent_loop(
     messages as its result; if the loop raises, iteration and `result()` raise that exception.
     """
     stream = AgentEventStream()
-    stream._start(run_agent_loop(prompts, context, config, stream.push, signal, stream_fn))
+    stream._run(run_agent_loop(prompts, context, config, stream.push, signal, stream_fn))
     return stream
 
 
@@ -137,7 +143,7 @@ def agent_loop_continue(
     task starts) for an empty transcript or an assistant tail."""
     _check_continuable(context)
     stream = AgentEventStream()
-    stream._start(run_agent_loop_continue(context, config, stream.push, signal, stream_fn))
+    stream._run(run_agent_loop_continue(context, config, stream.push, signal, stream_fn))
     return stream
 
 
@@ -158,18 +164,16 @@ def _agent_end_messages(event: AgentEvent) -> list[AgentMessage]:
 
 
 class AgentEventStream(EventStream[AgentEvent, list[AgentMessage]]):
-    """The events of one loop run, with the task that produces them.
-
-    The stream owns that task: `aclose()` (or leaving `async with`) cancels it if it still runs and
-    waits for it. Iterating to the end, or awaiting `result()`, also waits for the task to finish.
-    """
+    """The events of one loop run. The stream owns the task that runs the loop (see
+    `EventStream` for when that task is cancelled and waited for): `aclose()`, leaving
+    ``async with``, or abandoning an iteration before `agent_end` stops the loop."""
 
     def __init__(self) -> None:
         super().__init__(_is_agent_end, _agent_end_messages)
-        self._task: asyncio.Task[None] | None = None
 
-    def _start(self, run: Coroutine[Any, Any, list[AgentMessage]]) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._drive(run))
+    def _run(self, run: Coroutine[Any, Any, list[AgentMessage]]) -> None:
+        # A stream closed before its task ever ran never awaits `run`: close it instead.
+        self.start(self._drive(run), name="agent-loop", on_unfinished=lambda _task: run.close())
 
     async def _drive(self, run: Coroutine[Any, Any, list[AgentMessage]]) -> None:
         try:
@@ -181,43 +185,6 @@ class AgentEventStream(EventStream[AgentEvent, list[AgentMessage]]):
             self.fail(exc)
             return
         self.end(messages)
-
-    async def _settle(self) -> None:
-        if self._task is not None and not self._task.done():
-            await asyncio.wait({self._task})
-
-    async def result(self) -> list[AgentMessage]:
-        messages = await super().result()
-        await self._settle()
-        return messages
-
-    def __aiter__(self) -> AsyncIterator[AgentEvent]:
-        return self._iterate_owned()
-
-    async def _iterate_owned(self) -> AsyncIterator[AgentEvent]:
-        async for event in super().__aiter__():
-            yield event
-        await self._settle()
-
-    async def aclose(self) -> None:
-        """Stop the loop if it still runs and wait for its task. Idempotent."""
-        task = self._task
-        if task is None:
-            return
-        if not task.done():
-            task.cancel()
-        await asyncio.wait({task})
-
-    async def __aenter__(self) -> AgentEventStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 # --- the double loop --------------------------------------------------------------------------
@@ -260,7 +227,7 @@ async def _run_loop(
             has_more_tool_calls = False
             if tool_calls:
                 batch = await execute_tool_calls(
-                    context, message, tool_calls, config=config, signal=signal, emit=emit
+                    context, message, tool_calls, options=config.options, signal=signal, emit=emit
                 )
                 tool_results = batch.messages
                 has_more_tool_calls = not batch.terminate
@@ -268,11 +235,12 @@ async def _run_loop(
                 new_messages.extend(tool_results)
 
             await emit(TurnEndEvent(message=message, tool_results=tool_results))
-            if config.should_stop_after_turn is not None:
+            should_stop = config.options.should_stop_after_turn
+            if should_stop is not None:
                 stop_context = ShouldStopAfterTurnContext(
                     message=message, tool_results=tool_results, context=context, new_messages=new_messages
                 )
-                if await resolve(config.should_stop_after_turn(stop_context)):
+                if await maybe_await(should_stop(stop_context)):
                     await emit(AgentEndEvent(messages=new_messages))
                     return
             pending = await _poll(config.get_steering_messages)
@@ -284,10 +252,10 @@ async def _run_loop(
     await emit(AgentEndEvent(messages=new_messages))
 
 
-async def _poll(source: Callable[[], Awaitable[list[AgentMessage]]] | None) -> list[AgentMessage]:
+async def _poll(source: MessageSource | None) -> list[AgentMessage]:
     if source is None:
         return []
-    return list(await resolve(source()) or [])
+    return list(await maybe_await(source()) or [])
 
 
 # --- one model call ---------------------------------------------------------------------------
@@ -304,23 +272,31 @@ async def _stream_assistant_response(
 
     Only the model's view goes through `transform_context` and `convert_to_llm`; the loop's own
     context keeps every message. The partial message lives in `context.messages` while streaming.
+    The response stream is closed before this returns or raises: when the sink raises mid-stream,
+    the provider's producer is cancelled and has finished (its HTTP response closed) by then.
     """
+    options = config.options
     messages = context.messages
-    if config.transform_context is not None:
-        messages = list(await resolve(config.transform_context(messages, signal)))
-    llm_messages = await resolve(config.convert_to_llm(messages))
+    if options.transform_context is not None:
+        messages = list(await maybe_await(options.transform_context(messages, signal)))
+    llm_messages = await maybe_await(options.convert_to_llm(messages))
     llm_context = Context(
         system_prompt=context.system_prompt,
         messages=list(llm_messages),
         tools=_llm_tools(context),
     )
-    api_key: str | None = None
-    if config.get_api_key is not None:
-        api_key = await resolve(config.get_api_key(config.model.provider))
-    options = _stream_options(config, api_key or config.api_key, signal)
+    call_options = await _call_options(config.model, options, signal)
     stream_function = stream_fn if stream_fn is not None else _default_stream_fn()
-    response: AssistantMessageEventStream = await resolve(stream_function(config.model, llm_context, options))
+    response: AssistantMessageEventStream = await maybe_await(
+        stream_function(config.model, llm_context, call_options)
+    )
+    async with response:
+        return await _mirror(response, context, emit)
 
+
+async def _mirror(
+    response: AssistantMessageEventStream, context: AgentContext, emit: Emitter
+) -> AssistantMessage:
     partial: AssistantMessage | None = None
     async for event in response:
         if isinstance(event, StartEvent):
@@ -349,23 +325,13 @@ def _llm_tools(context: AgentContext) -> list[Tool] | None:
     return [Tool(name=t.name, description=t.description, parameters=t.parameters) for t in context.tools]
 
 
-def _stream_options(
-    config: AgentLoopConfig, api_key: str | None, signal: AbortSignal | None
-) -> StreamOptions:
-    return StreamOptions(
-        temperature=config.temperature,
-        max_tokens=config.max_tokens,
-        signal=signal,
-        api_key=api_key,
-        session_id=config.session_id,
-        headers=config.headers,
-        timeout_ms=config.timeout_ms,
-        max_retries=config.max_retries,
-        max_retry_delay_ms=config.max_retry_delay_ms,
-        reasoning=config.reasoning,
-        on_payload=config.on_payload,
-        on_event=config.on_event,
-    )
+async def _call_options(model: Model, options: AgentOptions, signal: AbortSignal | None) -> StreamOptions:
+    """The `StreamOptions` of one model call: a fresh copy of `options.stream` (a stream function
+    may change it) with the run's signal and the key `get_api_key` gives, if any."""
+    api_key: str | None = None
+    if options.get_api_key is not None:
+        api_key = await maybe_await(options.get_api_key(model.provider))
+    return dataclasses.replace(options.stream, signal=signal, api_key=api_key or options.stream.api_key)
 
 
 def _default_stream_fn() -> StreamFn:

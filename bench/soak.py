@@ -31,6 +31,9 @@ the database's connection pool, which grows under load up to its bound: 1 writer
 event-loop lag p99 under load vs idle (histogram buckets: 1, 2, 5, 10, 20, 50 ... ms); `health`
 round trip p99 under load vs idle; events lost; duplicate runs. Exits 1 when an event was lost, a
 run was duplicated or failed.
+
+It stays one module because it is one benchmark, read top to bottom like the other scripts in
+`bench/`: its drivers, watchers and samplers exist only for this run, which `soak()` puts together.
 """
 
 from __future__ import annotations

@@ -77,16 +77,16 @@ async def _timed(call: Callable[[], Awaitable[object]], repeats: int) -> float:
 
 
 async def _append_rates(store: Store, batches: int) -> tuple[float, float]:
-    session = await store.create_session(agent_id="bench")
+    session = await store.tree.create_session(agent_id="bench")
     start = time.perf_counter()
     for _ in range(batches):
-        await store.append_entries(session.id, _entries(BATCH))
+        await store.transcript.append(session.id, _entries(BATCH))
     entries_rate = batches * BATCH / (time.perf_counter() - start)
     seq = 0
     start = time.perf_counter()
     for _ in range(batches):
         items = [NewEvent(seq + i + 1, "text_delta", {"delta": "word ", "i": i}) for i in range(BATCH)]
-        await store.append_events(session.id, items)
+        await store.events.append(session.id, items)
         seq += BATCH
     events_rate = batches * BATCH / (time.perf_counter() - start)
     return entries_rate, events_rate
@@ -184,9 +184,9 @@ async def _raw_postgres_rates(url: str, batches: int) -> tuple[float, float]:
 
 
 async def _filled(store: Store, count: int) -> str:
-    session = await store.create_session(agent_id="bench")
+    session = await store.tree.create_session(agent_id="bench")
     for start in range(0, count, 1000):
-        await store.append_entries(session.id, _entries(min(1000, count - start)))
+        await store.transcript.append(session.id, _entries(min(1000, count - start)))
     return session.id
 
 
@@ -195,9 +195,9 @@ async def _chain(store: Store, total: int, levels: int) -> str:
     `total` entries between them."""
     session_id = await _filled(store, total // levels)
     for _ in range(levels - 1):
-        session_id = (await store.branch(session_id)).id
+        session_id = (await store.tree.branch(session_id)).id
         for start in range(0, total // levels, 1000):
-            await store.append_entries(session_id, _entries(min(1000, total // levels - start)))
+            await store.transcript.append(session_id, _entries(min(1000, total // levels - start)))
     return session_id
 
 
@@ -211,9 +211,9 @@ async def _rows_for(
     ]
     short, long = await _filled(store, 100), await _filled(store, sizes.long)
     chained = await _chain(store, sizes.long, 5)
-    t_short = await _timed(lambda: store.transcript(short), sizes.repeats)
-    t_long = await _timed(lambda: store.transcript(long), sizes.repeats)
-    t_chain = await _timed(lambda: store.transcript(chained), sizes.repeats)
+    t_short = await _timed(lambda: store.transcript.read(short), sizes.repeats)
+    t_long = await _timed(lambda: store.transcript.read(long), sizes.repeats)
+    t_chain = await _timed(lambda: store.transcript.read(chained), sizes.repeats)
     rows.append(
         Row(
             f"transcript build, {sizes.long:,} entries",
@@ -235,8 +235,8 @@ async def _rows_for(
         )
     )
     tiny = await _filled(store, 10)
-    b_tiny = await _timed(lambda: store.branch(tiny), sizes.repeats * 3)
-    b_long = await _timed(lambda: store.branch(chained), sizes.repeats * 3)
+    b_tiny = await _timed(lambda: store.tree.branch(tiny), sizes.repeats * 3)
+    b_long = await _timed(lambda: store.tree.branch(chained), sizes.repeats * 3)
     rows.append(
         Row(
             f"branch creation, {sizes.long:,}-entry transcript",

@@ -1,7 +1,15 @@
 """The ASGI app: WebSocket at `/` and `/ws`, `/health`, `/readyz`, the dashboard under `/ui/`.
 
+Every request, HTTP or WebSocket, must name an allowed host in its `Host` header (the loopback
+names, the listening address, `gateway.allowed_hosts`): a page on another name that resolves to
+this machine (DNS rebinding) is answered 400 and its upgrade refused. HTTP responses carry the
+security headers of `gateway.security_headers`.
+
 `Gateway` owns the running pieces (store, session manager, hub, bindings) from start-up to
-shutdown; the Starlette lifespan starts and stops it.
+shutdown; the Starlette lifespan starts and stops it. The pieces are built in dependency order
+(store, hub, bridge, manager, state, bindings); the one dependency that points back, the run's
+tools reaching the gateway state (sub-agents, branches, channel tools), is looked up when a run
+builds its tools, through the running `Gateway`.
 """
 
 from __future__ import annotations
@@ -11,11 +19,12 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route, Router, WebSocketRoute
@@ -24,17 +33,24 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from gateway import __version__
-from gateway.auth import AuthConfig
+from gateway.auth import AuthConfig, allowed_host_names
 from gateway.bridge import Bridge
 from gateway.config import GatewayConfig, load_config, redacted
-from gateway.connection import SOCKET_PROTOCOL, SOCKET_TRANSPORT, serve_connection
+from gateway.connection import serve_connection
 from gateway.directory import Directory
+from gateway.door import Door, DoorSettings
 from gateway.hub import Hub
+from gateway.rows import session_row
+from gateway.security_headers import SecurityHeaders
 from gateway.state import GatewayState, Limits
-from gateway.tools.factory import make_tools_factory
-from sessions.manager import SessionManager
+from gateway.tools.factory import ToolsFactory, make_tools_factory
+from gateway.uvicorn_socket import ExposeServerSocket
+from sessions import SessionEvent, SessionManager, Store, open_database
 from sessions.profiles import RunSettings
-from sessions.store import Store
+
+if TYPE_CHECKING:
+    from gateway.channels import Channels
+    from sessions.db import Database
 
 log = structlog.get_logger("gateway.app")
 UI_DIR = Path(__file__).parent / "ui"
@@ -64,6 +80,9 @@ RESTART_PREFIXES = (
     "gateway.token",
     "gateway.password",
     "gateway.preauth_max_frames",
+    "gateway.preauth_max_bytes",
+    "gateway.max_unauthenticated_per_address",
+    "gateway.allowed_hosts",
     "logging.",
     "database.",
     "sandbox.",
@@ -81,9 +100,19 @@ def limits(config: GatewayConfig) -> Limits:
         handshake_timeout_s=g.handshake_timeout_s,
         requests_per_second=g.request_rate_per_s,
         request_burst=g.request_burst,
-        auth_max_failures=g.auth_max_failures,
+        auth_failure_delay_s=g.auth_failure_delay_s,
+        auth_failure_max_delay_s=g.auth_failure_max_delay_s,
         auth_failure_window_s=g.auth_failure_window_s,
-        auth_lockout_s=g.auth_lockout_s,
+    )
+
+
+def door_settings(config: GatewayConfig) -> DoorSettings:
+    """The front door's limits (applied when the server starts; a reload reports them)."""
+    g = config.gateway
+    return DoorSettings(
+        handshake_timeout_s=g.handshake_timeout_s,
+        preauth_max_bytes=g.preauth_max_bytes,
+        max_per_address=g.max_unauthenticated_per_address,
     )
 
 
@@ -97,8 +126,11 @@ class Gateway:
         token: str | None,
         password: str | None = None,
         env: Mapping[str, str] | None = None,
+        door: Door | None = None,
     ) -> None:
         self.config = config
+        self.door = door
+        """The server's front door, when the server has one (reported by `status`)."""
         # The environment the config was loaded with (command-line flags folded in), so that a
         # reload keeps them.
         self.env = dict(env) if env is not None else None
@@ -106,27 +138,37 @@ class Gateway:
         self.state: GatewayState | None = None
         self._tick: asyncio.Task[None] | None = None
         self._stopping = False
-        self.channels: Any = None
+        self.channels: Channels | None = None
+        self.tools: ToolsFactory | None = None
+        """Builds each run's tools; owns the sandbox machine (probed when the gateway starts)."""
         self.start_error: Exception | None = None
         """Why `start` failed (for the command line to report)."""
+
+    def running_state(self) -> GatewayState:
+        """The state of the started gateway. Raises RuntimeError before `start()`."""
+        if self.state is None:
+            raise RuntimeError("the gateway has not started")
+        return self.state
 
     async def start(self) -> GatewayState:
         config = self.config
         home = config.home
         home.mkdir(parents=True, exist_ok=True)
-        store = await Store.open(config.database_url, busy_timeout_ms=config.database.busy_timeout_ms)
+        # One database, shared by the sessions' store and the bindings' channel store.
+        database = await open_database(config.database_url, busy_timeout_ms=config.database.busy_timeout_ms)
+        store = Store(database)
         hub = Hub()
         bridge = Bridge(hub)
         directory = Directory(config)
-        state_box: list[GatewayState] = []
+        self.tools = make_tools_factory(config, self.running_state)
         manager = SessionManager(
             store,
             directory=directory,
-            publisher=bridge,
+            publisher=Publisher(hub, bridge),
             settings=run_settings(config),
-            tools_factory=make_tools_factory(config, lambda: state_box[0]),
+            tools_factory=self.tools,
         )
-        bridge.manager = manager
+        bridge.list_sessions_with(store.tree.get_session, lambda record: session_row(record, manager))
         state = GatewayState(
             home=home,
             store=store,
@@ -141,35 +183,37 @@ class Gateway:
             config_view=redacted(config),
             reload_hook=self.reload,
         )
-        state_box.append(state)
+        state.sandbox_status = self.tools.sandbox_status
+        state.door = self.door
         self.state = state
         # Built before the manager starts, so their reply feed sees the runs it resumes.
-        self._build_channels(state)
+        self._build_channels(state, database)
         await manager.start()
         if self.channels is not None:
             await self.channels.start()
         state.ready = True
-        self._tick = asyncio.create_task(state.tick_loop(), name="tick")
+        self._tick = state.background.spawn(state.tick_loop(), name="tick")
         state.loop_lag.start()
         return state
 
-    def _build_channels(self, state: GatewayState) -> None:
+    def _build_channels(self, state: GatewayState, database: Database) -> None:
         """The chat bindings of `[bindings]` (none when the table is empty). Raises ConfigError
         for an invalid table or a missing secret."""
         if not self.config.bindings:
             return
         from gateway.channels import Channels
 
-        self.channels = Channels(self.config, state, env=self.env)
-        state.channels = self.channels
+        self.channels = Channels(self.config, state, database=database, env=self.env)
+        state.attach_channels(self.channels)
 
     async def reload(self) -> dict[str, Any]:
         """Re-read the config file (with the start-up environment and flags). Applied live:
         agents and models, run settings, allowed origins, connection limits for connections made
         from now on, and the bindings' access, routing and queueing settings. The rest (listening
-        address, state directory, auth, database, logging, sandbox, bindings' connections and
-        accounts) needs a restart. Returns `{"changed": [dotted keys], "restartRequired":
-        [dotted keys]}`; raises ConfigError for an invalid file (nothing is applied then)."""
+        address, state directory, auth, allowed hosts and the front door's limits, database,
+        logging, sandbox, bindings' connections and accounts) needs a restart. Returns
+        `{"changed": [dotted keys], "restartRequired": [dotted keys]}`; raises ConfigError for an
+        invalid file (nothing is applied then)."""
         state = self.state
         if state is None:
             return {"changed": [], "restartRequired": []}
@@ -186,7 +230,7 @@ class Gateway:
         self.config = fresh
         state.directory = Directory(fresh)
         state.manager.directory = state.directory
-        state.manager.settings = run_settings(fresh)
+        state.manager.apply_settings(run_settings(fresh))
         state.set_limits(limits(fresh))
         state.config_view = redacted(fresh)
         state.allowed_origins = list(fresh.gateway.allowed_origins)
@@ -228,6 +272,8 @@ class Gateway:
             await self.state.bridge.aclose()
             await self.state.cancel_tasks()
             await self.state.store.aclose()
+        if self.tools is not None:
+            self.tools.close()
 
 
 def _changed_keys(before: Any, after: Any, prefix: str = "") -> list[str]:
@@ -280,7 +326,7 @@ def create_app(gateway: Gateway) -> Starlette:
         if state is None or not state.ready:
             return JSONResponse({"ready": False}, status_code=503)
         try:
-            await state.store.list_sessions(limit=1)
+            await state.store.tree.list_sessions(limit=1)
         except Exception as exc:
             return JSONResponse({"ready": False, "error": type(exc).__name__}, status_code=503)
         return JSONResponse({"ready": True})
@@ -292,7 +338,8 @@ def create_app(gateway: Gateway) -> Starlette:
 
     async def bindings(scope: Scope, receive: Receive, send: Send) -> None:
         """Binding webhooks (`/bindings/...`), served by the running `Channels` (404 without)."""
-        webhooks: ASGIApp = getattr(gateway.channels, "webhooks", None) or no_webhooks
+        channels = gateway.channels
+        webhooks: ASGIApp = channels.webhooks if channels is not None else no_webhooks
         await webhooks(scope, receive, send)
 
     routes: list[Any] = [
@@ -306,28 +353,29 @@ def create_app(gateway: Gateway) -> Starlette:
     ]
     if UI_DIR.is_dir():
         routes.append(Mount("/ui", app=StaticFiles(directory=UI_DIR, html=True), name="ui"))
-    return Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(KeepSocketTransport)])
+    hosts = allowed_host_names(gateway.config.gateway.host, gateway.config.gateway.allowed_hosts)
+    middleware = [
+        # Outermost first. ExposeServerSocket must see the server's own `send`: the host check
+        # passes it through for allowed hosts, the headers only wrap it for HTTP.
+        Middleware(TrustedHostMiddleware, allowed_hosts=hosts, www_redirect=False),
+        Middleware(SecurityHeaders),
+        Middleware(ExposeServerSocket),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
 
 
-_FAST_PATH_ATTRIBUTES = ("conn", "writable", "handshake_complete", "close_sent", "disconnected")
+class Publisher:
+    """Where the session manager publishes committed events. The hub first learns which session
+    the event's key names, so that subscriptions made by key before the session existed follow
+    it from this event on; then the bridge renders the event and fans it out."""
 
+    def __init__(self, hub: Hub, bridge: Bridge) -> None:
+        self._hub = hub
+        self._bridge = bridge
 
-class KeepSocketTransport:
-    """Puts the server's asyncio transport of each WebSocket connection into its scope (key
-    `SOCKET_TRANSPORT`), when the server's `send` is a method of the protocol object that owns
-    it (uvicorn's). ASGI has no way to abort a connection; the hub needs one for a client that
-    stops reading, because uvicorn's `websocket.close` waits until that client drains the socket.
-    Without it such a connection closes only when the client reads again or goes away."""
+    def publish(self, event: SessionEvent) -> None:
+        self._hub.session_named(event.session_key, event.session_id)
+        self._bridge.publish(event)
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket":
-            owner = getattr(send, "__self__", None)
-            transport = getattr(owner, "transport", None)
-            if isinstance(transport, asyncio.WriteTransport):
-                scope[SOCKET_TRANSPORT] = transport
-                if all(hasattr(owner, name) for name in _FAST_PATH_ATTRIBUTES):
-                    scope[SOCKET_PROTOCOL] = owner
-        await self.app(scope, receive, send)
+    def session_changed(self, session_id: str, reason: str) -> None:
+        self._bridge.session_changed(session_id, reason)

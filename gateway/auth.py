@@ -1,5 +1,5 @@
-"""Authentication building blocks: the shared secret, its token file, Origin checks, bind safety and
-a per-address limiter of failed attempts.
+"""Authentication building blocks: the shared secret, its token file, Origin and Host checks, bind
+safety and the per-address slowdown of failed attempts.
 
 All of it is synchronous and free of sockets; the server calls these at the right moments.
 """
@@ -39,6 +39,14 @@ class AuthConfig:
     @property
     def enabled(self) -> bool:
         return self.token is not None or self.password is not None
+
+    def accepts(self, presented: str) -> bool:
+        """Whether `presented` is the token or the password (each compared in constant time)."""
+        matched = False
+        for secret in (self.token, self.password):
+            if secret is not None:
+                matched |= secrets_equal(presented, secret)
+        return matched
 
     @property
     def mode(self) -> str:
@@ -190,6 +198,28 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
+LOOPBACK_HOST_NAMES = ("localhost", "127.0.0.1", "[::1]")
+
+
+def allowed_host_names(bind_host: str, configured: Iterable[str]) -> list[str]:
+    """The `Host` names a request may carry (patterns as Starlette's TrustedHostMiddleware takes
+    them): the loopback names, the address the gateway listens on, and `configured`. Anything
+    else (a DNS-rebinding page's own name above all) is refused."""
+    bind = bind_host.strip().lower()
+    if ":" in bind and not bind.startswith("["):
+        bind = f"[{bind}]"
+    names = [*LOOPBACK_HOST_NAMES, bind, *(name.strip().lower() for name in configured)]
+    return list(dict.fromkeys(name for name in names if name))
+
+
+def is_wildcard_host(host: str) -> bool:
+    """True for the all-interfaces addresses (`0.0.0.0`, `::`)."""
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
 def require_auth_for_bind(host: str, auth: AuthConfig) -> None:
     """Raise InsecureBindError when `host` is not a loopback address and `auth` has no secret."""
     if auth.enabled or is_loopback_host(host):
@@ -204,79 +234,59 @@ def require_auth_for_bind(host: str, auth: AuthConfig) -> None:
 # --- failed attempts --------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Record:
-    failures: list[float]
-    locked_until: float = 0.0
+class FailureDelays:
+    """Slows down wrong credentials, per address, without ever locking anyone out.
 
+    The refusal of a failed authentication is answered after `first_s * 2**(n - 1)` seconds, at
+    most `max_s`, where n counts the address's failures in the last `window_s` seconds (this one
+    included). A correct credential is never delayed, and a success does not forget the
+    failures: an attacker who shares the operator's address gains nothing when the operator
+    connects. While its answer waits, a failed connection still holds its place in the door's
+    per-address quota (`gateway.door`), which bounds how many guesses one address has in flight.
 
-class FailureLimiter:
-    """Refuses an address for `lockout_s` seconds after `max_failures` failed authentications
-    within `window_s` seconds.
-
-    State lives per address until it has been quiet for a window and any lockout has passed.
-    At most `max_addresses` addresses are tracked; past that the least recently seen one is
-    forgotten (an attacker rotating addresses can only evict, never lock out others).
-    `clock` is the monotonic time source (seconds); tests pass a fake.
+    State per address lives until its last failure is older than the window (forgotten at the
+    next failure from anywhere); at most `max_addresses` addresses are tracked (the least
+    recently failing forgotten first, so an attacker rotating addresses only shortens its own
+    delays). `clock` is monotonic seconds.
     """
 
     def __init__(
         self,
-        max_failures: int = 10,
-        window_s: float = 60.0,
-        lockout_s: float = 300.0,
+        first_s: float = 0.25,
+        max_s: float = 5.0,
+        window_s: float = 300.0,
         *,
         max_addresses: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if max_failures < 1 or window_s <= 0 or lockout_s < 0 or max_addresses < 1:
-            raise ValueError("FailureLimiter needs positive limits")
-        self.max_failures = max_failures
+        if first_s < 0 or max_s < 0 or window_s <= 0 or max_addresses < 1:
+            raise ValueError("FailureDelays needs non-negative delays and a positive window")
+        self.first_s = first_s
+        self.max_s = max_s
         self.window_s = window_s
-        self.lockout_s = lockout_s
         self.max_addresses = max_addresses
         self._clock = clock
-        self._records: OrderedDict[str, _Record] = OrderedDict()
+        self._failures: OrderedDict[str, list[float]] = OrderedDict()
 
     def __len__(self) -> int:
         """How many addresses are tracked (observable size of the bounded state)."""
-        return len(self._records)
+        return len(self._failures)
 
-    def blocked(self, address: str) -> float | None:
-        """Seconds until `address` may try again, or None if it may try now."""
-        record = self._records.get(address)
-        if record is None:
-            return None
+    def failed(self, address: str) -> float:
+        """Count a failed authentication from `address`; the seconds its answer must wait."""
         now = self._clock()
-        if record.locked_until > now:
-            return record.locked_until - now
-        self._prune(address, record, now)
-        return None
+        times = [t for t in self._failures.pop(address, []) if now - t < self.window_s]
+        times.append(now)
+        # Oldest last failure first: forget addresses quiet for a window, and the excess.
+        while self._failures:
+            oldest = next(iter(self._failures.values()))
+            if now - oldest[-1] < self.window_s and len(self._failures) < self.max_addresses:
+                break
+            self._failures.popitem(last=False)
+        self._failures[address] = times
+        return min(self.max_s, self.first_s * 2.0 ** min(len(times) - 1, 62))
 
-    def failed(self, address: str) -> float | None:
-        """Count a failed attempt; returns the lockout (seconds) when this one triggered it."""
+    def failures(self, address: str) -> int:
+        """Failures from `address` within the window."""
         now = self._clock()
-        record = self._records.get(address)
-        if record is None:
-            record = _Record(failures=[])
-            self._records[address] = record
-            while len(self._records) > self.max_addresses:
-                self._records.popitem(last=False)
-        else:
-            self._records.move_to_end(address)
-        record.failures = [t for t in record.failures if now - t < self.window_s]
-        record.failures.append(now)
-        if len(record.failures) >= self.max_failures and self.lockout_s > 0:
-            record.failures.clear()
-            record.locked_until = now + self.lockout_s
-            return self.lockout_s
-        return None
-
-    def succeeded(self, address: str) -> None:
-        """Forget the address's failures after a successful authentication."""
-        self._records.pop(address, None)
-
-    def _prune(self, address: str, record: _Record, now: float) -> None:
-        record.failures = [t for t in record.failures if now - t < self.window_s]
-        if not record.failures:
-            self._records.pop(address, None)
+        return sum(1 for t in self._failures.get(address, ()) if now - t < self.window_s)

@@ -1,59 +1,49 @@
 """The event bridge: committed session events -> wire frames -> the hub.
 
 `sessions` publishes each durable `SessionEvent` here (in `seq` order per session, after it is
-committed). The bridge renders it once per wire shape — the native `session.*` frame, OpenClaw's
-`agent` and `chat` stream frames, `session.message` for committed messages — and hands the
-serialised frames to the hub. Session list changes become `sessions.changed`.
+committed). The bridge has it rendered once per wire shape (`gateway.protocol.events`: the native
+`session.*` frame, OpenClaw's `agent` and `chat` stream frames, `session.message` for committed
+messages), serialises each shape once and hands the frames to the hub. Session list changes
+become `sessions.changed`, once `list_sessions_with` has said how to find and show a session.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
+import dataclasses
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
+from gateway.background import Background
 from gateway.hub import Frame, Hub, encode_event
-from gateway.protocol import compat
-from gateway.protocol import events as wire
-from gateway.rows import session_row
-from sessions.manager import agent_from_key
-from sessions.session_events import SessionEvent
-
-if TYPE_CHECKING:
-    from sessions.manager import SessionManager
-    from sessions.store import EventRecord, SessionRecord
+from gateway.protocol.events import EventRenderer, native
+from sessions import EventRecord, SessionEvent, SessionRecord, read_event
 
 log = structlog.get_logger("gateway.bridge")
 
-#: Session events OpenClaw clients see something of.
-_COMPAT_EVENTS = frozenset(
-    {
-        "agent.started",
-        "message.started",
-        "message.delta",
-        "message.completed",
-        "tool.started",
-        "tool.updated",
-        "tool.finished",
-        "agent.finished",
-    }
-)
-#: Our native field names -> the wire event classes' names.
-_FIELD_NAMES = {"toolName": "name", "partialResult": "partial"}
+SessionLookup = Callable[[str], Awaitable[SessionRecord | None]]
+"""A session by id, None when it is gone (`Store.tree.get_session`)."""
+SessionRowOf = Callable[[SessionRecord], dict[str, Any]]
+"""How clients see a session (`gateway.rows.session_row` with the session manager)."""
 
 
 class Bridge:
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
-        self.manager: SessionManager | None = None
-        self._runs: dict[str, compat.RunStream] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._renderer = EventRenderer()
+        self._sessions: tuple[SessionLookup, SessionRowOf] | None = None
+        # `sessions.changed` row look-ups in flight, until their frame is sent or `aclose`.
+        self._changes = Background("sessions.changed")
         self._listeners: list[Callable[[SessionEvent], None]] = []
         self.published = 0
+
+    def list_sessions_with(self, lookup: SessionLookup, row_of: SessionRowOf) -> None:
+        """Broadcast `sessions.changed` from now on, finding a changed session with `lookup` and
+        showing it with `row_of`. Until this is called, `session_changed` sends nothing (rows name
+        the session manager's active runs, so this is called once the manager exists)."""
+        self._sessions = (lookup, row_of)
 
     def add_listener(self, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
         """Call `listener` with every published session event, in order, after the hub got it,
@@ -80,97 +70,52 @@ class Bridge:
                     log.exception("session event listener failed", event_name=event.name)
 
     def _publish(self, event: SessionEvent) -> None:
-        frame = encode_event("session." + event.name, event.payload(), droppable=event.droppable)
+        rendered = self._renderer.render(event)
+        frame = encode_event(rendered.name, rendered.payload, droppable=rendered.droppable)
         self.hub.session_native(event.session_id, event.seq, frame)
-        self._render_compat(event)
-        if event.name == "message.completed":
-            message = event.data.get("message")
-            payload = {
-                "sessionKey": event.session_key,
-                "sessionId": event.session_id,
-                "messageId": event.data.get("messageId"),
-                "messageSeq": event.seq,
-                "message": message,
-            }
-            self.hub.session_message(event.session_id, encode_event("session.message", payload))
-
-    def _render_compat(self, event: SessionEvent) -> None:
-        """OpenClaw's `agent`/`chat` frames for events of a run (per-run state lives until the
-        run's `agent.finished`)."""
-        run_id = event.run_id
-        if run_id is None or event.name not in _COMPAT_EVENTS:
-            return
-        run = self._runs.get(run_id)
-        if run is None:
-            key = event.session_key or ""
-            run = self._runs[run_id] = compat.RunStream(
-                run_id=run_id, session_key=key, session_id=event.session_id, agent_id=agent_from_key(key)
-            )
-        if event.name == "agent.finished":
-            self._runs.pop(run_id, None)
-        fields = {_FIELD_NAMES.get(k, k): v for k, v in event.data.items()}
-        try:
-            wire_event = wire.SessionEvent.from_record(
-                {
-                    "sessionId": event.session_id,
-                    "sessionKey": event.session_key or "",
-                    "sessionSeq": event.seq,
-                    "name": event.name,
-                    "ts": event.ts,
-                    "fields": fields,
-                    "runId": run_id,
-                }
-            )
-        except (KeyError, ValueError, TypeError):
-            log.exception("could not render an event for OpenClaw clients", event_name=event.name)
-            return
-        out = compat.render_compat(wire_event, run)
-        if out is None:
-            return
-        if out.agent is not None:
-            frame = encode_event("agent", out.agent, droppable=out.droppable)
-            self.hub.openclaw_stream(event.session_id, frame, tool=out.tool)
-        if out.chat is not None:
-            frame = encode_event("chat", out.chat, droppable=out.droppable)
-            self.hub.openclaw_stream(event.session_id, frame)
+        openclaw = rendered.openclaw
+        if openclaw is not None:
+            if openclaw.agent is not None:
+                frame = encode_event("agent", openclaw.agent, droppable=openclaw.droppable)
+                self.hub.openclaw_stream(event.session_id, frame, tool=openclaw.tool)
+            if openclaw.chat is not None:
+                frame = encode_event("chat", openclaw.chat, droppable=openclaw.droppable)
+                self.hub.openclaw_stream(event.session_id, frame)
+        if rendered.message is not None:
+            self.hub.session_message(event.session_id, encode_event("session.message", rendered.message))
 
     def native_frame_from_record(self, session: SessionRecord, record: EventRecord) -> Frame:
-        """A stored event as its native frame (replays)."""
-        payload = record.payload if isinstance(record.payload, dict) else json.loads(record.payload)
-        data = dict(payload)
-        ts = data.pop("ts", None)
-        key = data.pop("sessionKey", None) or (session.keys[0] if session.keys else None)
-        event = SessionEvent(
-            session_id=session.id,
-            seq=record.seq,
-            name=record.type,
-            data=data,
-            run_id=record.run_id,
-            session_key=key,
-            ts=ts if isinstance(ts, int) else int(time.time() * 1000),
-        )
-        return encode_event("session." + event.name, event.payload(), droppable=event.droppable)
+        """A stored event of `session` as its native frame (replays)."""
+        event = read_event(record)
+        if event.session_key is None and session.keys:
+            event = dataclasses.replace(event, session_key=session.keys[0])
+        name, payload = native(event)
+        return encode_event(name, payload, droppable=event.droppable)
 
     def session_changed(self, session_id: str, reason: str, *, deleted: SessionRecord | None = None) -> None:
         """Broadcast `sessions.changed` to list subscribers (row fetched in the background)."""
-        if not any(o.sessions_list for o in self.hub.outlets.values()):
+        if self._sessions is None or not any(o.sessions_list for o in self.hub.outlets.values()):
             return
-        task = asyncio.ensure_future(self._changed(session_id, reason, deleted))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._changes.spawn(
+            self._changed(self._sessions, session_id, reason, deleted), name="sessions-changed"
+        )
 
-    async def _changed(self, session_id: str, reason: str, deleted: SessionRecord | None) -> None:
-        manager = self.manager
-        if manager is None:
-            return
+    async def _changed(
+        self,
+        sessions: tuple[SessionLookup, SessionRowOf],
+        session_id: str,
+        reason: str,
+        deleted: SessionRecord | None,
+    ) -> None:
+        lookup, row_of = sessions
         try:
-            record = deleted or await manager.store.get_session(session_id)
+            record = deleted or await lookup(session_id)
+            if record is None:
+                return
+            row = row_of(record)
         except Exception:
             log.exception("could not load a changed session", session_id=session_id)
             return
-        if record is None:
-            return
-        row = session_row(record, manager)
         payload = {
             "sessionKey": row["key"],
             "sessionId": record.id,
@@ -184,8 +129,10 @@ class Bridge:
             payload["deleted"] = True
         self.hub.sessions_changed(encode_event("sessions.changed", payload, droppable=True))
 
+    async def join(self) -> None:
+        """Wait until every `sessions.changed` announced so far has been sent (or failed)."""
+        await self._changes.join()
+
     async def aclose(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        """Drop the `sessions.changed` still looking up their session. Idempotent."""
+        await self._changes.aclose()

@@ -34,7 +34,16 @@ from typing import Any
 import structlog
 
 from bindings import ReplyEvent, ReplyKind, ReplyListener, ReplyRoute
-from sessions.session_events import SessionEvent
+from sessions import (
+    AgentFinished,
+    EventPayload,
+    MessageCompleted,
+    MessageDelta,
+    MessageStarted,
+    Outcome,
+    SessionEvent,
+    TerminationReason,
+)
 
 log = structlog.get_logger("gateway.channels")
 
@@ -44,10 +53,13 @@ LOOKUP_QUEUE_SIZE = 1024
 
 def reply_kind(termination_reason: str | None) -> ReplyKind:
     """How a run's end shows in a chat: `final` for a normal end, `error`, else `aborted`
-    (user abort, shutdown, time limits, a run cut off by a crash)."""
-    if termination_reason == "no_tool_calls":
+    (user abort, shutdown, time limits, a run cut off by a crash, a reason this version does not
+    know)."""
+    reason = TerminationReason.parse(termination_reason)
+    outcome = reason.outcome if reason is not None else Outcome.ABORTED
+    if outcome is Outcome.OK:
         return "final"
-    if termination_reason == "error":
+    if outcome is Outcome.ERROR:
         return "error"
     return "aborted"
 
@@ -77,28 +89,24 @@ class ReplyText:
     def __init__(self) -> None:
         self._segments: dict[str, str] = {}
 
-    def apply(self, name: str, data: Mapping[str, Any]) -> bool:
-        """Take one event; True when the text changed."""
-        message_id = data.get("messageId")
-        if not isinstance(message_id, str):
+    def apply(self, data: EventPayload) -> bool:
+        """Take one event's payload; True when the text changed."""
+        if isinstance(data, MessageStarted):
+            if data.role == "assistant" and data.message_id not in self._segments:
+                self._segments[data.message_id] = ""
             return False
-        if name == "message.started":
-            if data.get("role") == "assistant" and message_id not in self._segments:
-                self._segments[message_id] = ""
-            return False
-        if name == "message.delta":
-            if data.get("kind") != "text" or message_id not in self._segments:
+        if isinstance(data, MessageDelta):
+            message_id = data.message_id
+            if data.kind != "text" or message_id is None or message_id not in self._segments:
                 return False
-            delta = str(data.get("delta") or "")
-            self._segments[message_id] += delta
-            return bool(delta)
-        if name == "message.completed":
-            message = data.get("message")
-            if not isinstance(message, dict) or message.get("role") != "assistant":
+            self._segments[message_id] += data.delta
+            return bool(data.delta)
+        if isinstance(data, MessageCompleted):
+            if data.message.get("role") != "assistant":
                 return False
-            text = message_text(message)
-            changed = self._segments.get(message_id) != text
-            self._segments[message_id] = text
+            text = message_text(data.message)
+            changed = self._segments.get(data.message_id) != text
+            self._segments[data.message_id] = text
             return changed
         return False
 
@@ -210,9 +218,9 @@ class ReplyFeed:
             run = self._runs.get(run_id)
             if run is None:
                 return
-            if event.name == "agent.finished":
+            if isinstance(event.data, AgentFinished):
                 self._finished(run, event.data)
-            elif run.text.apply(event.name, event.data) and run.owners:
+            elif run.text.apply(event.data) and run.owners:
                 self._mark_dirty(run_id)
         except Exception:
             log.exception("reply feed failed on an event", event_name=event.name, run_id=run_id)
@@ -235,9 +243,8 @@ class ReplyFeed:
             run.resolved = True
             log.warning("owner lookup queue full; this run's reply is not relayed", run_id=run_id)
 
-    def _finished(self, run: _Run, data: Mapping[str, Any]) -> None:
-        reason = data.get("terminationReason")
-        run.kind = reply_kind(reason if isinstance(reason, str) else None)
+    def _finished(self, run: _Run, data: AgentFinished) -> None:
+        run.kind = reply_kind(data.termination_reason)
         self._dirty.pop(run.run_id, None)
         if run.owners:
             self._deliver(run, ReplyEvent(run_id=run.run_id, kind=run.kind, text=run.text.text))

@@ -23,6 +23,7 @@ from bindings import OutboxRecord, chunk_text, outbox_key, render_reply
 from bindings.outbox import EMPTY_CHUNK
 from gateway.channel_replies import ReplyText, reply_kind
 from gateway.channel_store import ChannelStore
+from sessions import read_payload
 from sessions.schema import RunStatus
 from sessions.store import Store
 
@@ -36,12 +37,12 @@ async def run_reply_text(store: Store, session_id: str, run_id: str) -> str:
     text = ReplyText()
     after = 0
     while True:
-        batch = await store.read_events(session_id, after_seq=after, limit=_PAGE)
+        batch = await store.events.read(session_id, after_seq=after, limit=_PAGE)
         if not batch:
             return text.text
         for event in batch:
             if event.run_id == run_id and isinstance(event.payload, dict):
-                text.apply(event.type, event.payload)
+                text.apply(read_payload(event.type, event.payload))
         after = batch[-1].seq
 
 
@@ -63,7 +64,7 @@ async def settle_outbox(
         by_run[record.run_id].append(record)
     changed = 0
     for run_id, records in by_run.items():
-        run = await sessions.get_run(run_id)
+        run = await sessions.runs.get(run_id)
         if run is None or run.status == RunStatus.RUNNING:
             continue
         text = await run_reply_text(sessions, run.session_id, run_id)

@@ -1,7 +1,8 @@
 """The durable half of the binding host: inbound dedupe, the reply outbox, pairing, cursors.
 
 Everything lives in the gateway's database (tables `channel_*`, migration 0002), so it survives a
-restart; every method is one transaction on the store's `Database`. How long rows live:
+restart; every method is one transaction on the `Database` it is given (the one the gateway
+opens with `sessions.store.open_database` and shares with the session store). How long rows live:
 
 - dedupe rows until `expires_at` (never less than `DEDUPE_TTL_S` after they were written);
 - pairing requests `PAIRING_TTL_S` unless approved; approvals until removed by hand;

@@ -1,27 +1,25 @@
-"""`Channels`: the daemon's chat bindings and the host they run on.
+"""`Channels`: the daemon's chat bindings, from start to stop, and what the daemon asks of them.
 
-Built by `Gateway.start()` when `[bindings]` is configured: `Channels(config, state)` validates
+Built by `Gateway.start()` when `[bindings]` is configured: `Channels(config, state, database=...)`
+(the database the gateway opened for its store, shared by the durable `ChannelStore`) validates
 `[bindings.discord.<account>]` / `[bindings.slack.<account>]` (a bad table or a missing secret is
 one `ConfigError` naming the key and the file) and builds one binding per enabled account; the
 gateway then starts the session manager (whose recovery events the reply feed must see) and calls
-`start()`; `stop_inbound()` and `stop()` end it.
+`start()`; `stop_inbound()` and `stop()` end it. `reload()` applies a re-read table.
 
-Each binding gets its own view of the host (`_Host`, a `bindings.BindingHost`):
+The parts it puts together, each in its own module:
 
-- `submit` ensures the routed session (kind `direct` / `group` / `channel`, origin = where the
-  conversation lives) and submits the message to the session manager under the binding's
-  idempotency key; the input ledger records it before `submit` returns, so before the platform is
-  acknowledged. The binding then owns the run that answers (`ReplyFeed.claim`).
-- `subscribe_replies` is fed by the bridge through `ReplyFeed`: only runs the binding owns.
-- dedupe, outbox, pairing and cursors are durable (`ChannelStore`).
-- `report_state` feeds `status()` (`channels.status`).
+- each binding's host (`ChannelHost`), which records inbound messages as session inputs
+  (`ChannelInputs`) and keeps dedupe, outbox, pairing and cursors durable (`ChannelStore`);
+- the reply relay: the bridge feeds `ReplyFeed`, which hands each binding the replies of the runs
+  it owns; runs nobody claimed are looked up in the input ledger by a task owned here, and a
+  reply whose owner has no subscription goes straight to the owner's relay (`_fallback`);
+- pairing approvals (`Pairing`), and the replies a previous process left in flight
+  (`settle_outbox`, before the bindings start).
 
-Webhook endpoints (Discord interactions, Slack Events API) are served under
-`/bindings/discord/<account>/interactions` and `/bindings/slack/<account>/events` (`webhooks`).
-
-While the gateway drains (`stop_inbound()`), the host takes no new messages and records nothing
-for them (`submit` answers `rejected`; no dedupe row, no cursor move): Discord's catch-up picks
-them up after the restart, and Slack, left unacknowledged, delivers them again.
+What the daemon asks: `status()` (`channels.status`), `tools_for()` (a session's channel tools),
+`pairing_list()` / `pairing_approve()`, and `webhooks`, the endpoints served under
+`/bindings/discord/<account>/interactions` and `/bindings/slack/<account>/events`.
 """
 
 from __future__ import annotations
@@ -29,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
@@ -44,26 +41,24 @@ from bindings import (
     ConnectionState,
     DiscordAccountConfig,
     DiscordBinding,
-    InboundMessage,
-    OutboxRecord,
-    OutboxState,
     PairingRequest,
     ReplyEvent,
-    ReplyListener,
     ReplyRelay,
-    ReplyRoute,
     SessionOrigin,
     SlackAccountConfig,
     SlackBinding,
-    SubmitResult,
 )
 from gateway.channel_config import enabled_accounts, source_name, validate_bindings
+from gateway.channel_host import ChannelHost
+from gateway.channel_inputs import ChannelInputs
+from gateway.channel_pairing import Pairing
 from gateway.channel_replies import Owner, ReplyFeed
 from gateway.channel_resume import settle_outbox
 from gateway.channel_store import ChannelStore
 from gateway.config import GatewayConfig
 from gateway.errors import ConfigError, ConfigProblem
-from sessions.errors import SessionsError, StoreUnavailable
+from sessions.db import Database
+from sessions.errors import SessionsError
 from sessions.records import SessionRecord
 
 if TYPE_CHECKING:
@@ -74,9 +69,7 @@ log = structlog.get_logger("gateway.channels")
 SWEEP_INTERVAL_S = 300.0
 STOP_GRACE_S = 5.0
 """How long `stop()` lets the relays finish the replies of runs that just ended."""
-SUBMIT_ATTEMPTS = 3
 HTTP_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
-_MAX_KEYS = 10_000
 
 
 class _Binding(Protocol):
@@ -116,16 +109,21 @@ class Channels:
     """
 
     def __init__(
-        self, config: GatewayConfig, state: GatewayState, *, env: Mapping[str, str] | None = None
+        self,
+        config: GatewayConfig,
+        state: GatewayState,
+        *,
+        database: Database,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self._state = state
         self._settings = validate_bindings(config, env)
         self._source = source_name(config)
-        self.store = ChannelStore(state.store.database)
+        self.store = ChannelStore(database)
         self.feed = ReplyFeed(fallback=self._fallback)
+        self._inputs = ChannelInputs(state.manager, self.feed)
+        self._pairing = Pairing(self.store, self._announcer)
         self._reported: dict[str, tuple[str, float | None]] = {}
-        self._last_binding: OrderedDict[str, str] = OrderedDict()
-        self._accepting = False
         self._http = httpx.AsyncClient(timeout=HTTP_TIMEOUT, follow_redirects=False)
         self._bindings: dict[str, _Binding] = {}
         self._chunk_limits: dict[str, int] = {}
@@ -136,7 +134,6 @@ class Channels:
         self.webhooks = self._webhook_router()
         self._remove_listener: Callable[[], None] | None = state.bridge.add_listener(self.feed.on_event)
         self._task: asyncio.Task[None] | None = None
-        self._announcements: set[asyncio.Task[None]] = set()
         self._closed = False
 
     # -- construction ------------------------------------------------------------------------
@@ -144,7 +141,13 @@ class Channels:
     def _build(self, env: Mapping[str, str] | None) -> None:
         for platform, account_id, cfg in enabled_accounts(self._settings):
             binding_id = f"{platform}:{account_id}"
-            host = _Host(self, binding_id)
+            host = ChannelHost(
+                binding_id,
+                inputs=self._inputs,
+                feed=self.feed,
+                store=self.store,
+                report_state=self.report_state,
+            )
             try:
                 binding: _Binding
                 if isinstance(cfg, DiscordAccountConfig):
@@ -192,14 +195,14 @@ class Channels:
                 )
             except SessionsError:
                 log.exception("could not settle the outbox", binding=binding_id)
-        self._accepting = True
+        self._inputs.accepting = True
         self._task = asyncio.create_task(self._background(), name="channels")
         for binding in self._bindings.values():
             await binding.start()
 
     def stop_inbound(self) -> None:
         """Take no more messages (the gateway is draining). Idempotent."""
-        self._accepting = False
+        self._inputs.accepting = False
 
     async def stop(self) -> None:
         """Let the relays finish replies of runs that just ended (up to `STOP_GRACE_S`), then
@@ -207,7 +210,7 @@ class Channels:
         if self._closed:
             return
         self._closed = True
-        self._accepting = False
+        self._inputs.accepting = False
         deadline = time.monotonic() + STOP_GRACE_S
         while time.monotonic() < deadline and self._streaming():  # noqa: ASYNC110 - relays expose a count only
             await asyncio.sleep(0.05)
@@ -224,9 +227,7 @@ class Channels:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        for announcement in list(self._announcements):
-            announcement.cancel()
-        await asyncio.gather(*self._announcements, return_exceptions=True)
+        await self._pairing.aclose()
         self.feed.close()
         await self._http.aclose()
 
@@ -254,40 +255,11 @@ class Channels:
         while True:
             run_id = await self.feed.lookups.get()
             try:
-                owners = await self._owners_from_ledger(run_id)
+                owners = await self._inputs.run_owners(run_id, self._bindings)
             except Exception:  # one bad ledger row must not stop the lookups
                 log.exception("owner lookup failed", run_id=run_id)
                 owners = []
             self.feed.resolve(run_id, owners)
-
-    async def _owners_from_ledger(self, run_id: str) -> list[Owner]:
-        for attempt in range(SUBMIT_ATTEMPTS):
-            try:
-                record = await self._state.store.get_input(run_id)
-                break
-            except StoreUnavailable as exc:
-                await asyncio.sleep((exc.retry_after_ms or 500) / 1000 * (attempt + 1))
-            except SessionsError:
-                log.exception("owner lookup failed", run_id=run_id)
-                return []
-        else:
-            log.warning("owner lookup gave up; the run's reply is not relayed", run_id=run_id)
-            return []
-        source = record.source if record is not None else None
-        if not isinstance(source, dict):
-            return []
-        binding_id = source.get("binding")
-        key = source.get("sessionKey")
-        route = source.get("replyRoute")
-        if binding_id not in self._bindings or not isinstance(key, str):
-            return []
-        return [
-            Owner(
-                binding_id=str(binding_id),
-                session_key=key,
-                route=ReplyRoute.from_dict(route) if isinstance(route, dict) else None,
-            )
-        ]
 
     def _fallback(self, owner: Owner, event: ReplyEvent) -> None:
         """A run's owner has no subscription for its session (the run was resumed after a
@@ -320,71 +292,6 @@ class Channels:
             self._configs[binding_id] = merged
             log.info("binding reconfigured", binding=binding_id, needs_restart=kept)
         return restart
-
-    # -- inbound -----------------------------------------------------------------------------
-
-    @property
-    def accepting(self) -> bool:
-        return self._accepting
-
-    async def submit(self, binding_id: str, inbound: InboundMessage) -> SubmitResult:
-        """The host's `submit` for `binding_id` (see the module docstring). A busy database or
-        a full session lane is retried a few times; then, and for anything the session manager
-        refuses, the answer is `rejected` with the reason."""
-        for attempt in range(1, SUBMIT_ATTEMPTS + 1):
-            if not self._accepting:
-                break
-            try:
-                return await self._submit_once(binding_id, inbound)
-            except StoreUnavailable as exc:
-                if attempt == SUBMIT_ATTEMPTS:
-                    return SubmitResult(status="rejected", reason=str(exc))
-                await asyncio.sleep((exc.retry_after_ms or 500) / 1000)
-            except SessionsError as exc:
-                return SubmitResult(status="rejected", reason=str(exc))
-        return SubmitResult(status="rejected", reason="the gateway is stopping")
-
-    async def _submit_once(self, binding_id: str, inbound: InboundMessage) -> SubmitResult:
-        manager = self._state.manager
-        key = inbound.idempotency_key
-        existing = await manager.store.get_input(key)
-        if existing is not None:
-            return SubmitResult(status="duplicate", run_id=existing.run_id)
-        session = await manager.ensure_session(
-            inbound.session_key,
-            agent_id=inbound.agent_id,
-            kind=_session_kind(inbound),
-            origin=_origin(binding_id, inbound),
-        )
-        result = await manager.submit(
-            session=session,
-            message=inbound.text,
-            idempotency_key=key,
-            queue_mode=inbound.queue_mode,
-            source=_source(binding_id, inbound),
-        )
-        if result.status != "started":
-            return SubmitResult(status="duplicate", run_id=result.run_id)
-        self._remember_binding(inbound.session_key, binding_id)
-        run_id = self._answering_run(result.disposition, key, result.session.id)
-        if run_id is not None:
-            owner = Owner(binding_id=binding_id, session_key=inbound.session_key, route=inbound.reply_route)
-            self.feed.claim(run_id, owner)
-        return SubmitResult(status="accepted", run_id=run_id)
-
-    def _answering_run(self, disposition: str, key: str, session_id: str) -> str | None:
-        """The run that will answer an input: its own for a new run, else the active one it
-        joined (steer, follow-up, collect). None when no run is known yet."""
-        if disposition == "queued":
-            return key
-        active = self._state.manager.active_run_ids(session_id)
-        return active[0] if active else None
-
-    def _remember_binding(self, session_key: str, binding_id: str) -> None:
-        self._last_binding[session_key] = binding_id
-        self._last_binding.move_to_end(session_key)
-        while len(self._last_binding) > _MAX_KEYS:
-            self._last_binding.popitem(last=False)
 
     def report_state(self, binding_id: str, state: str, last_inbound_at: float | None) -> None:
         self._reported[binding_id] = (state, last_inbound_at)
@@ -421,7 +328,7 @@ class Channels:
         names, which finds the conversation in the input ledger when a tool runs. None for a
         session that did not come from a chat."""
         for key in session.keys:
-            preferred = self._last_binding.get(key)
+            preferred = self._inputs.last_binding(key)
             order = [preferred] if preferred in self._bindings else []
             order += [bid for bid in self._bindings if bid != preferred]
             for binding_id in order:
@@ -434,171 +341,22 @@ class Channels:
         if binding is None or not session.keys:
             return []
         return binding.tools_for(
-            session.keys[0], partial(self._restore_origin, binding.binding_id, session.id)
+            session.keys[0], partial(self._inputs.restore_origin, binding.binding_id, session.id)
         )
 
-    async def _restore_origin(self, binding_id: str, session_id: str) -> SessionOrigin | None:
-        sources = await self._state.store.input_sources(session_id)
-        source = next((found for found in sources if found.get("binding") == binding_id), {})
-        route, message_id = source.get("replyRoute"), source.get("messageId")
-        if not isinstance(route, dict) or message_id is None:
-            return None
-        return SessionOrigin(route=ReplyRoute.from_dict(route), last_message_id=str(message_id))
-
     async def pairing_list(self) -> list[dict[str, Any]]:
-        return [_pairing_row(request) for request in await self.store.pairing_list()]
+        return await self._pairing.requests()
 
     async def pairing_approve(
         self, code: str, *, channel: str | None = None, account_id: str | None = None
     ) -> dict[str, Any] | None:
         """Approve a pairing request (of `channel` and `account_id` when given) and tell the
         sender, in the background, where they wrote from. None when no live request matches."""
-        request = await self.store.pairing_approve(code, platform=channel, account_id=account_id)
-        if request is None:
-            return None
-        log.info(
-            "pairing approved", channel=request.platform, account=request.account_id, sender=request.sender_id
-        )
-        binding = self._bindings.get(f"{request.platform}:{request.account_id}")
-        if binding is not None and not self._closed:
-            task = asyncio.create_task(self._announce(binding, request), name=f"pairing:{request.code}")
-            self._announcements.add(task)
-            task.add_done_callback(self._announcements.discard)
-        return _pairing_row(request)
+        return await self._pairing.approve(code, channel=channel, account_id=account_id)
 
-    async def _announce(self, binding: _Binding, request: PairingRequest) -> None:
-        try:
-            await binding.announce_approval(request)
-        except Exception as exc:  # the approval stands; only the courtesy message is lost
-            log.warning(
-                "could not tell the sender about the approval", binding=binding.binding_id, error=repr(exc)
-            )
-
-
-class _Host:
-    """One binding's view of the host: the `bindings.BindingHost` it is given."""
-
-    def __init__(self, channels: Channels, binding_id: str) -> None:
-        self._channels = channels
-        self._store = channels.store
-        self._binding_id = binding_id
-
-    async def submit(self, inbound: InboundMessage) -> SubmitResult:
-        return await self._channels.submit(self._binding_id, inbound)
-
-    def subscribe_replies(self, session_key: str, listener: ReplyListener) -> Callable[[], None]:
-        return self._channels.feed.subscribe(self._binding_id, session_key, listener)
-
-    async def dedupe_seen(self, platform: str, account_id: str, event_id: str) -> bool:
-        return await self._store.dedupe_seen(platform, account_id, event_id)
-
-    async def dedupe_remember(self, platform: str, account_id: str, event_id: str, ttl_s: float) -> None:
-        if self._channels.accepting:  # while draining nothing is recorded (see the module docstring)
-            await self._store.dedupe_remember(platform, account_id, event_id, ttl_s)
-
-    async def outbox_put(self, record: OutboxRecord) -> None:
-        await self._store.outbox_put(record)
-
-    async def outbox_update(
-        self,
-        key: str,
-        *,
-        state: OutboxState,
-        text: str | None = None,
-        platform_message_id: str | None = None,
-    ) -> None:
-        await self._store.outbox_update(key, state=state, text=text, platform_message_id=platform_message_id)
-
-    async def outbox_pending(self, platform: str, account_id: str) -> list[OutboxRecord]:
-        return await self._store.outbox_pending(platform, account_id)
-
-    async def channel_cursors(self, platform: str, account_id: str) -> dict[str, str]:
-        return await self._store.channel_cursors(platform, account_id)
-
-    async def set_channel_cursor(
-        self, platform: str, account_id: str, channel_id: str, message_id: str
-    ) -> None:
-        if self._channels.accepting:
-            await self._store.set_channel_cursor(platform, account_id, channel_id, message_id)
-
-    async def pairing_request(
-        self,
-        platform: str,
-        account_id: str,
-        sender_id: str,
-        sender_name: str = "",
-        reply_route: ReplyRoute | None = None,
-    ) -> PairingRequest | None:
-        return await self._store.pairing_request(platform, account_id, sender_id, sender_name, reply_route)
-
-    async def pairing_is_approved(self, platform: str, account_id: str, sender_id: str) -> bool:
-        return await self._store.pairing_is_approved(platform, account_id, sender_id)
-
-    async def pairing_list(self) -> list[PairingRequest]:
-        return await self._store.pairing_list()
-
-    async def pairing_approve(
-        self, code: str, *, platform: str | None = None, account_id: str | None = None
-    ) -> PairingRequest | None:
-        return await self._store.pairing_approve(code, platform=platform, account_id=account_id)
-
-    def report_state(self, binding_id: str, state: str, last_inbound_at: float | None) -> None:
-        self._channels.report_state(binding_id, state, last_inbound_at)
-
-
-def _session_kind(inbound: InboundMessage) -> str | None:
-    """The kind of a session a chat creates; None lets the key decide (a DM routed to the
-    agent's main session stays `main`)."""
-    parts = inbound.session_key.split(":")
-    if len(parts) == 3 and parts[0] == "agent":
-        return None
-    return inbound.chat_type
-
-
-def _origin(binding_id: str, inbound: InboundMessage) -> dict[str, Any]:
-    origin: dict[str, Any] = {
-        "binding": binding_id,
-        "channel": inbound.platform,
-        "accountId": inbound.account_id,
-        "chatType": inbound.chat_type,
-        "channelId": inbound.channel_id,
-    }
-    for name, value in (
-        ("threadId", inbound.thread_id),
-        ("parentChannelId", inbound.parent_channel_id),
-        ("guildId", inbound.guild_id),
-        ("teamId", inbound.team_id),
-    ):
-        if value is not None:
-            origin[name] = value
-    if inbound.chat_type == "direct":
-        origin["peerId"] = inbound.sender.id
-    return origin
-
-
-def _source(binding_id: str, inbound: InboundMessage) -> dict[str, Any]:
-    """The input ledger's record of where a message came from; the reply route in it lets a run
-    resumed after a restart find its way back."""
-    return {
-        **_origin(binding_id, inbound),
-        "messageId": inbound.message_id,
-        "sessionKey": inbound.session_key,
-        "sender": {"id": inbound.sender.id, "name": inbound.sender.name, "isBot": inbound.sender.is_bot},
-        "replyRoute": inbound.reply_route.as_dict(),
-        "receivedAt": inbound.received_at_ms,
-    }
-
-
-def _pairing_row(request: PairingRequest) -> dict[str, Any]:
-    return {
-        "code": request.code,
-        "channel": request.platform,
-        "accountId": request.account_id,
-        "senderId": request.sender_id,
-        "senderName": request.sender_name,
-        "createdAt": request.created_at_ms,
-        "approved": request.approved,
-    }
+    def _announcer(self, binding_id: str) -> _Binding | None:
+        """The binding that tells a sender about their approval; none once stopping."""
+        return None if self._closed else self._bindings.get(binding_id)
 
 
 __all__ = ["Channels", "validate_bindings"]

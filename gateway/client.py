@@ -9,6 +9,15 @@
 It waits for `connect.challenge`, sends `connect`, matches responses to requests by id (several
 may be in flight) and queues events (bounded; a client that does not read them drops the oldest
 and counts the loss in `dropped`).
+
+Errors (all `GatewayClientError`):
+
+    ConnectError          the connection could not be made, or it closed (`code`, `details`)
+      GatewayUnreachable  nothing answered the WebSocket upgrade at the URL
+    CallError             a request answered `ok:false`
+    MessageTooBig         a request larger than the gateway's `maxPayload`: refused before it is
+                          sent when the limit is known from `hello-ok`, else the gateway closed
+                          the connection with 1009 and this carries its reason
 """
 
 from __future__ import annotations
@@ -44,6 +53,19 @@ class ConnectError(GatewayClientError):
 class GatewayUnreachable(ConnectError):
     """Nothing answered the WebSocket upgrade at the URL (refused, unresolvable, timed out, or not
     a WebSocket endpoint). The handshake never started."""
+
+
+class MessageTooBig(GatewayClientError):
+    """A request over the gateway's frame limit (`size` and `limit` in bytes, when known)."""
+
+    def __init__(self, message: str, *, size: int | None = None, limit: int | None = None) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
+
+
+MESSAGE_TOO_BIG = 1009
+"""The close code of a frame over the limit (RFC 6455)."""
 
 
 class CallError(GatewayClientError):
@@ -237,9 +259,21 @@ class GatewayClient:
                 self.close_reason = self._ws.close_reason or ""
             self.closed.set()
             self._event_ready.set()
-            self._fail_pending(
-                ConnectError(f"connection closed ({self.close_code} {self.close_reason})".strip())
-            )
+            self._fail_pending(self._closed_error())
+
+    def _closed_error(self) -> GatewayClientError:
+        """What a request gets when the connection is closed (or closes under it)."""
+        if self.close_code == MESSAGE_TOO_BIG:
+            reason = self.close_reason or "message too big"
+            return MessageTooBig(f"the gateway refused a frame: {reason}", limit=self.max_payload)
+        return ConnectError(f"connection closed ({self.close_code} {self.close_reason})".strip())
+
+    @property
+    def max_payload(self) -> int | None:
+        """The largest frame the gateway accepts (`hello-ok` `policy.maxPayload`), when it said."""
+        policy = self.hello.get("policy")
+        limit = policy.get("maxPayload") if isinstance(policy, dict) else None
+        return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
 
     async def request(
         self, method: str, params: Any = None, *, timeout: float | None = 60.0
@@ -260,7 +294,16 @@ class GatewayClient:
         frame: dict[str, Any] = {"type": "req", "id": rid, "method": method}
         if params is not None:
             frame["params"] = params
-        await self._ws.send(json.dumps(frame))
+        try:
+            await self._send(json.dumps(frame))
+        except BaseException:
+            # Nobody will wait for this id: forget it, so its future's failure is not "never
+            # retrieved" when the connection closes.
+            for table in (self._pending, self._second):
+                dropped = table.pop(rid, None)
+                if dropped is not None:
+                    dropped.cancel()
+            raise
         try:
             response = await asyncio.wait_for(asyncio.shield(fut), timeout=timeout)
         except TimeoutError:
@@ -276,6 +319,26 @@ class GatewayClient:
         else:
             self._second.pop(rid, None)
         return response
+
+    async def _send(self, text: str) -> None:
+        """Send one frame. Raises MessageTooBig for a frame over the gateway's limit (before
+        sending it, when the limit is known) and ConnectError when the connection is gone."""
+        assert self._ws is not None
+        limit = self.max_payload
+        size = len(text.encode("utf-8"))
+        if limit is not None and size > limit:
+            raise MessageTooBig(
+                f"the request is {size:,} bytes and the gateway accepts at most {limit:,} bytes per frame",
+                size=size,
+                limit=limit,
+            )
+        try:
+            await self._ws.send(text)
+        except websockets.exceptions.ConnectionClosed:
+            # The reader records why (a close frame may be on its way): give it a moment.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.closed.wait(), timeout=2.0)
+            raise self._closed_error() from None
 
     async def call(self, method: str, params: Any = None, *, timeout: float | None = 60.0) -> Any:
         """Send a request; return its payload or raise `CallError`."""

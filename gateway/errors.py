@@ -3,9 +3,11 @@
 GatewayError
 ├── ConfigError          a configuration file or environment variable is invalid; the message is
 │                        one line naming the source and the key path, fit to print as-is
-└── AuthError            an authentication setup problem found before serving
-    ├── InsecureBindError    binding a non-loopback address without a token or password
-    └── TokenFileError       the state directory's token file cannot be read or written
+├── AuthError            an authentication setup problem found before serving
+│   ├── InsecureBindError    binding a non-loopback address without a token or password
+│   └── TokenFileError       the state directory's token file cannot be read or written
+└── TransportClosed      a client connection went away while the gateway wrote to it (expected:
+                         clients disconnect at any time; the writer stops, nothing else fails)
 
 Wire-level failures (bad frames, bad credentials sent by a client) are not exceptions: the
 sans-I/O protocol layer returns them as values (`ProtocolViolation`, `ConnectRejected`), because a
@@ -61,3 +63,7 @@ class InsecureBindError(AuthError):
 
 class TokenFileError(AuthError):
     """The token file in the state directory is unusable."""
+
+
+class TransportClosed(GatewayError):
+    """The peer of a WebSocket connection is gone; nothing more can be written to it."""

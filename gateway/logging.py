@@ -8,7 +8,10 @@ call by mistake is masked rather than written.
 
 Uvicorn installs its own handlers unless it is started with `log_config=None`; pass that, and
 `configure_logging` also strips handlers from the `uvicorn*` loggers so their records propagate
-here.
+here. Their routine lines (every WebSocket accepted, opened and closed; every start-up and
+shutdown step, which `gatewayd` reports in its own words) are logged at debug instead of info,
+and the `color_message` uvicorn attaches to some records is dropped: at info a terminal shows
+what an operator acts on.
 """
 
 from __future__ import annotations
@@ -127,6 +130,48 @@ def _level_number(level: str | int | None) -> int:
 
 _HANDLER_NAME = "gateway"
 
+_ROUTINE_LIBRARY_LINES = frozenset(
+    {
+        '%s - "WebSocket %s" [accepted]',
+        "connection open",
+        "connection closed",
+        "Started server process [%d]",
+        "Finished server process [%d]",
+        "Waiting for application startup.",
+        "Application startup complete.",
+        "Waiting for application shutdown.",
+        "Application shutdown complete.",
+        "Shutting down",
+        "Waiting for connections to close. (CTRL+C to force quit)",
+        "Waiting for background tasks to complete. (CTRL+C to force quit)",
+    }
+)
+"""uvicorn's (and the websockets protocol's, which logs through uvicorn's logger) info lines
+that say nothing an operator acts on."""
+_ROUTINE_LOGGERS = ("uvicorn", "uvicorn.error")
+
+
+class RoutineAtDebug(logging.Filter):
+    """Logs `_ROUTINE_LIBRARY_LINES` at debug: dropped unless the root logger shows debug."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.INFO or not isinstance(record.msg, str):
+            return True
+        if record.msg not in _ROUTINE_LIBRARY_LINES:
+            return True
+        if not logging.getLogger().isEnabledFor(logging.DEBUG):
+            return False
+        record.levelno = logging.DEBUG
+        record.levelname = "DEBUG"
+        return True
+
+
+def drop_color_message(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
+    """structlog processor: uvicorn's `extra={"color_message": ...}` is its own formatter's copy
+    of the message with colour codes, not a field of the event."""
+    event_dict.pop("color_message", None)
+    return event_dict
+
 
 def configure_logging(
     level: str | int | None = None,
@@ -144,11 +189,17 @@ def configure_logging(
     out = stream if stream is not None else sys.stderr
     use_json = fmt == "json" or (fmt == "auto" and not _isatty(out))
 
+    # JSON lines carry the full UTC timestamp; a terminal shows local wall-clock time.
+    stamper = (
+        structlog.processors.TimeStamper(fmt="iso", utc=True)
+        if use_json
+        else structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=False)
+    )
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_logger_name,
         structlog.stdlib.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        stamper,
         structlog.stdlib.ExtraAdder(),
     ]
     renderer: Processor
@@ -160,7 +211,7 @@ def configure_logging(
         tail = []
 
     formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=[*shared, structlog.processors.StackInfoRenderer()],
+        foreign_pre_chain=[*shared, drop_color_message, structlog.processors.StackInfoRenderer()],
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
             *tail,
@@ -186,6 +237,8 @@ def configure_logging(
         # level or disabled the logger; ours decides.
         library_logger.setLevel(logging.NOTSET)
         library_logger.disabled = False
+    for name in _ROUTINE_LOGGERS:
+        _replace_routine_filter(logging.getLogger(name), install=True)
     # Alembic narrates every migration step at INFO; only its warnings are worth a line.
     logging.getLogger("alembic").setLevel(max(number, logging.WARNING))
 
@@ -209,7 +262,16 @@ def reset_logging() -> None:
     for existing in list(root.handlers):
         if existing.get_name() == _HANDLER_NAME:
             root.removeHandler(existing)
+    for name in _ROUTINE_LOGGERS:
+        _replace_routine_filter(logging.getLogger(name), install=False)
     structlog.reset_defaults()
+
+
+def _replace_routine_filter(logger: logging.Logger, *, install: bool) -> None:
+    for existing in [f for f in logger.filters if isinstance(f, RoutineAtDebug)]:
+        logger.removeFilter(existing)
+    if install:
+        logger.addFilter(RoutineAtDebug())
 
 
 def get_logger(name: str | None = None, **initial: Any) -> Any:

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessions.errors import SessionsError
-from sessions.manager import SessionManager
-from sessions.store import SessionRecord, TreeNode
+from sessions import SessionManager, SessionRecord, SessionsError, TreeNode
 
 
 def _effective_model(record: SessionRecord, manager: SessionManager | None) -> str | None:

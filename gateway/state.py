@@ -1,6 +1,9 @@
 """The running gateway's shared state: store, session manager, hub, auth, limits, snapshots.
 
-Created by the app's lifespan, closed by it. Method handlers reach everything through it.
+Created by the app's `Gateway.start()` once the pieces exist, closed by `Gateway.stop()`. Method
+handlers reach everything through it. Its background tasks (the tick, `agent`'s final answers,
+tool-started aborts) belong to `background`: their failures are logged, `cancel_tasks()` ends
+them.
 """
 
 from __future__ import annotations
@@ -11,28 +14,52 @@ import os
 import platform
 import time
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from gateway import __version__
-from gateway.auth import FailureLimiter, check_origin
+from gateway.auth import AuthConfig, FailureDelays, check_origin
+from gateway.background import Background
 from gateway.bridge import Bridge
-from gateway.hub import Hub, Outlet, encode_event
+from gateway.hub import Hub, encode_event
 from gateway.loop_lag import LagProbe
+from gateway.outlet import Outlet
 from gateway.protocol import frames, handshake
 from gateway.protocol.methods import EVENTS, METHODS
 from gateway.rows import session_row
+from gateway.tokens import Tokens
 
 if TYPE_CHECKING:
     from gateway.directory import Directory
+    from gateway.door import Door
     from gateway.methods.base import ConnState
-    from sessions.manager import SessionManager
-    from sessions.store import Store
+    from sessions import SessionManager, Store
 
 log = structlog.get_logger("gateway.state")
+
+ReloadHook = Callable[[], Awaitable[dict[str, Any]]]
+"""Re-read the configuration and apply it: `{"changed": [...], "restartRequired": [...]}`;
+raises ConfigError for an invalid file (nothing applied then)."""
+
+
+class ChannelsView(Protocol):
+    """What the state needs of the running chat bindings (`gateway.channels.Channels`)."""
+
+    def status(self) -> list[dict[str, Any]]:
+        """One row per binding (`channels.status`)."""
+        ...
+
+    async def pairing_list(self) -> list[dict[str, Any]]: ...
+
+    async def pairing_approve(
+        self, code: str, *, channel: str | None = None, account_id: str | None = None
+    ) -> dict[str, Any] | None:
+        """The approved request, or None when no pending request has that code."""
+        ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,75 +68,91 @@ class Limits:
     pre_auth_max_payload: int = 64 * 1024
     max_buffered_bytes: int = 50 * 1024 * 1024
     tick_interval_ms: int = 30_000
-    handshake_timeout_s: float = 15.0
+    handshake_timeout_s: float = 10.0
     requests_per_second: float = 200.0
     request_burst: int = 400
     max_inflight: int = 64
-    auth_max_failures: int = 10
-    auth_failure_window_s: float = 60.0
-    auth_lockout_s: float = 300.0
+    auth_failure_delay_s: float = 0.25
+    auth_failure_max_delay_s: float = 5.0
+    auth_failure_window_s: float = 300.0
 
 
-@dataclass(eq=False)
 class GatewayState:
-    home: Path
-    store: Store
-    manager: SessionManager
-    hub: Hub
-    bridge: Bridge
-    directory: Directory
-    auth: Any
-    limits: Limits
-    allowed_origins: list[str] = field(default_factory=list)
-    config_path: str | None = None
-    config_view: dict[str, Any] = field(default_factory=dict)
-    reload_hook: Any = None
-    channels: Any = None
-    ready: bool = False
-    stopping: bool = False
-    started_at: float = field(default_factory=time.time)
-    boot_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    presence_version: int = 1
-    health_version: int = 1
-    _tasks: set[asyncio.Future[Any]] = field(default_factory=set)
-    _presence: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _auth_limits: tuple[int, float, float] | None = field(default=None, init=False)
-    loop_lag: LagProbe = field(default_factory=LagProbe)
-    """Event-loop lag, started and closed by the app with the tick task."""
+    """The running gateway as handlers and connections see it."""
 
-    def __post_init__(self) -> None:
-        self.set_limits(self.limits)
+    def __init__(
+        self,
+        *,
+        home: Path,
+        store: Store,
+        manager: SessionManager,
+        hub: Hub,
+        bridge: Bridge,
+        directory: Directory,
+        auth: AuthConfig,
+        limits: Limits,
+        allowed_origins: list[str] | None = None,
+        config_path: str | None = None,
+        config_view: dict[str, Any] | None = None,
+        reload_hook: ReloadHook | None = None,
+    ) -> None:
+        self.home = home
+        self.store = store
+        self.manager = manager
+        self.hub = hub
+        self.bridge = bridge
+        self.directory = directory
+        self.auth = auth
+        self.allowed_origins: list[str] = list(allowed_origins or [])
+        self.config_path = config_path
+        self.config_view: dict[str, Any] = dict(config_view or {})
+        self.reload_hook = reload_hook
+        self.channels: ChannelsView | None = None
+        """The chat bindings, when `[bindings]` configures any (`attach_channels`)."""
+        self.ready = False
+        self.stopping = False
+        self.started_at = time.time()
+        self.boot_id = str(uuid.uuid4())
+        self.presence_version = 1
+        self.health_version = 1
+        self.background = Background("gateway")
+        self.loop_lag = LagProbe()
+        """Event-loop lag, started and closed by the app with the tick task."""
+        self.sandbox_status: Callable[[], dict[str, Any]] | None = None
+        """The `sandbox` object of health and status: mode, runner, confined (set by the app)."""
+        self._presence: dict[str, dict[str, Any]] = {}
+        self.limits = limits
+        self.parser = _parser(limits)
+        self.auth_failures = _failure_delays(limits)
+        self.tokens = Tokens(store.database)
+        """Named, scoped tokens and the connections that use them."""
+        self.door: Door | None = None
+        """The front door of the server, when it has one (set by the app)."""
 
     def set_limits(self, limits: Limits) -> None:
-        """Apply limits (at start and on reload; connections read them when they start). Known
-        failed authentications are kept when the auth limits do not change."""
-        previous = self._auth_limits
+        """Apply limits on reload (connections read them when they start). Known failed
+        authentications are kept when the auth limits do not change."""
+        if _auth_limits(limits) != _auth_limits(self.limits):
+            self.auth_failures = _failure_delays(limits)
         self.limits = limits
-        self.parser = frames.FrameParser(
-            max_payload=limits.max_payload, pre_auth_max_payload=limits.pre_auth_max_payload
-        )
-        auth = (limits.auth_max_failures, limits.auth_failure_window_s, limits.auth_lockout_s)
-        if previous is None or previous != auth:
-            self.auth_failures = FailureLimiter(
-                max_failures=limits.auth_max_failures,
-                window_s=limits.auth_failure_window_s,
-                lockout_s=limits.auth_lockout_s,
-            )
-        self._auth_limits = auth
+        self.parser = _parser(limits)
+
+    def attach_channels(self, channels: ChannelsView) -> None:
+        """The chat bindings, built once the state exists (they use it)."""
+        self.channels = channels
 
     # --- background work ----------------------------------------------------------------------
 
     def track(self, task: asyncio.Future[Any]) -> None:
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        """Own a task started elsewhere: its failure is logged, `cancel_tasks` ends it."""
+        self.background.adopt(task)
 
     async def cancel_tasks(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.background.aclose()
 
     async def tick_loop(self) -> None:
+        """`tick` every `tickIntervalMs` and `health` about every minute, until cancelled. A
+        failed health snapshot is logged and the ticks go on (clients close a silent socket)."""
         interval = self.limits.tick_interval_ms / 1000
         health_every = max(1, int(60 / interval)) if interval > 0 else 1
         count = 0
@@ -118,7 +161,10 @@ class GatewayState:
             self.hub.broadcast(encode_event("tick", {"ts": _now()}))
             count += 1
             if count % health_every == 0:
-                await self.broadcast_health()
+                try:
+                    await self.broadcast_health()
+                except Exception:
+                    log.exception("could not broadcast health")
 
     async def broadcast_health(self) -> None:
         self.health_version += 1
@@ -130,7 +176,7 @@ class GatewayState:
     def origin_allowed(self, origin: str | None, host: str) -> bool:
         return check_origin(origin, host, self.allowed_origins)
 
-    def hello_ok(self, conn: ConnState, accepted: Any) -> dict[str, Any]:
+    def hello_ok(self, conn: ConnState, accepted: handshake.ConnectAccepted) -> dict[str, Any]:
         return handshake.build_hello_ok(
             server_version=__version__,
             conn_id=conn.conn_id,
@@ -140,12 +186,12 @@ class GatewayState:
             health=self._health_sync(),
             state_version=self.state_version(),
             uptime_ms=int((time.time() - self.started_at) * 1000),
-            role=getattr(accepted, "role", "operator"),
+            role=accepted.role,
             scopes=list(accepted.scopes),
             max_payload=self.limits.max_payload,
             max_buffered_bytes=self.limits.max_buffered_bytes,
             tick_interval_ms=self.limits.tick_interval_ms,
-            auth_method=getattr(accepted, "auth_method", "token"),
+            auth_method=accepted.auth_method,
             boot_id=self.boot_id,
             default_agent_id=self.directory.default_agent_id,
             model_configured=self.directory.model_problem() is None,
@@ -164,23 +210,18 @@ class GatewayState:
                 "host": client.get("host"),
                 "scopes": sorted(conn.scopes),
             }
-            self.presence_version += 1
-            self.hub.broadcast(
-                encode_event(
-                    "presence", {"presence": self.presence_list()}, state_version=self.state_version()
-                ),
-                scope="operator.read",
-            )
+            self._presence_changed()
 
     def on_disconnect(self, conn: ConnState) -> None:
         if self._presence.pop(conn.conn_id, None) is not None:
-            self.presence_version += 1
-            self.hub.broadcast(
-                encode_event(
-                    "presence", {"presence": self.presence_list()}, state_version=self.state_version()
-                ),
-                scope="operator.read",
-            )
+            self._presence_changed()
+
+    def _presence_changed(self) -> None:
+        self.presence_version += 1
+        self.hub.broadcast(
+            encode_event("presence", {"presence": self.presence_list()}, state_version=self.state_version()),
+            scope="operator.read",
+        )
 
     def presence_list(self) -> list[dict[str, Any]]:
         return list(self._presence.values())
@@ -213,16 +254,17 @@ class GatewayState:
                 for p in self.directory.profiles()
             ],
             "sessions": {
-                "path": self._db_label(),
+                "path": self.database_label(),
                 "live": self.manager.live_count(),
                 "running": self.manager.running_count(),
             },
+            "sandbox": self.sandbox_status() if self.sandbox_status is not None else None,
         }
 
     async def health_snapshot(self) -> dict[str, Any]:
         started = time.perf_counter()
         snapshot = self._health_sync()
-        records, total = await self.store.list_sessions(limit=5)
+        records, total = await self.store.tree.list_sessions(limit=5)
         now = _now()
         snapshot["sessions"]["count"] = total
         snapshot["sessions"]["recent"] = [
@@ -233,8 +275,10 @@ class GatewayState:
         return snapshot
 
     async def status_snapshot(self) -> dict[str, Any]:
-        records, total = await self.store.list_sessions(limit=5)
+        records, total = await self.store.tree.list_sessions(limit=5)
         lag = self.loop_lag.snapshot()  # `eventLoopLagMs`: p99 of the last minute
+        direct_frames, sent_frames = self.hub.frames_written()
+        buffered, held = self.hub.queued_bytes()
         return {
             "runtimeVersion": __version__,
             "version": __version__,
@@ -243,6 +287,16 @@ class GatewayState:
             "uptimeMs": int((time.time() - self.started_at) * 1000),
             "connections": len(self.hub),
             "slowConsumersClosed": self.hub.slow_consumers,
+            "frontDoor": self.door.snapshot() if self.door is not None else None,
+            # How frames reach the open connections' sockets: the direct writer (uvicorn's
+            # internals recognised) or one ASGI send per frame.
+            "fanOut": {
+                "directWriteConnections": self.hub.direct_writers(),
+                "framesWrittenDirect": direct_frames,
+                "framesWrittenBySend": sent_frames,
+                "bufferedBytes": buffered,
+                "heldBytes": held,
+            },
             "liveSessions": self.manager.live_count(),
             "runsInFlight": self.manager.running_count(),
             "eventLoopLagMs": lag["p99Ms"],
@@ -251,8 +305,9 @@ class GatewayState:
             "queueDepths": self.manager.queue_depths(),
             "journalPending": self.manager.journal.pending,
             "channels": self.channels_status(),
-            "database": {"url": self._db_label(), "sizeBytes": await self.store.database_size()},
+            "database": {"url": self.database_label(), "sizeBytes": await self.store.database_size()},
             "model": self.directory.default_model_label(),
+            "sandbox": self.sandbox_status() if self.sandbox_status is not None else None,
             "sessions": {
                 "count": total,
                 "recent": [session_row(r, self.manager) for r in records],
@@ -261,9 +316,6 @@ class GatewayState:
 
     def database_label(self) -> str:
         """Where sessions are stored, with any password masked (OpenClaw's `path`)."""
-        return self._db_label()
-
-    def _db_label(self) -> str:
         url = self.store.database.url.render_as_string(hide_password=True)
         if "@" in url:
             scheme, _, rest = url.partition("://")
@@ -285,8 +337,7 @@ class GatewayState:
     async def reload_config(self) -> dict[str, Any]:
         if self.reload_hook is None:
             return {}
-        result: dict[str, Any] = await self.reload_hook()
-        return result
+        return await self.reload_hook()
 
     async def pairing_list(self) -> list[dict[str, Any]]:
         if self.channels is None:
@@ -298,20 +349,17 @@ class GatewayState:
     ) -> dict[str, Any] | None:
         if self.channels is None:
             return None
-        result: dict[str, Any] | None = await self.channels.pairing_approve(
-            code, channel=channel, account_id=account_id
-        )
-        return result
+        return await self.channels.pairing_approve(code, channel=channel, account_id=account_id)
 
     def announce_shutdown(self, reason: str, restart_expected_ms: int | None = None) -> None:
         """Tell every connected client the gateway is stopping (`shutdown`, once)."""
-        from gateway.connection import shutdown_frame
-
-        self.hub.broadcast(shutdown_frame(reason, restart_expected_ms))
+        payload: dict[str, Any] = {"reason": reason}
+        if restart_expected_ms is not None:
+            payload["restartExpectedMs"] = restart_expected_ms
+        self.hub.broadcast(encode_event("shutdown", payload))
 
     async def close_connections(self) -> None:
         """Close every connection with 1012 "service restart" after writing what it has queued."""
-        outlets = list(self.hub.outlets.values())
 
         async def close(outlet: Outlet) -> None:
             with contextlib.suppress(Exception):
@@ -320,7 +368,31 @@ class GatewayState:
                 await outlet.transport.close(1012, "service restart")
 
         # Concurrently: a client that does not read holds up only its own close.
-        await asyncio.gather(*(close(outlet) for outlet in outlets))
+        await asyncio.gather(*(close(outlet) for outlet in list(self.hub.outlets.values())))
+
+
+def _auth_limits(limits: Limits) -> tuple[float, ...]:
+    return (
+        limits.auth_failure_delay_s,
+        limits.auth_failure_max_delay_s,
+        limits.auth_failure_window_s,
+        limits.handshake_timeout_s,
+    )
+
+
+def _failure_delays(limits: Limits) -> FailureDelays:
+    return FailureDelays(
+        first_s=limits.auth_failure_delay_s,
+        # The refusal must go out before the connection's handshake deadline closes it.
+        max_s=min(limits.auth_failure_max_delay_s, limits.handshake_timeout_s / 2),
+        window_s=limits.auth_failure_window_s,
+    )
+
+
+def _parser(limits: Limits) -> frames.FrameParser:
+    return frames.FrameParser(
+        max_payload=limits.max_payload, pre_auth_max_payload=limits.pre_auth_max_payload
+    )
 
 
 def _now() -> int:

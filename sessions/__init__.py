@@ -21,22 +21,49 @@ from sessions.errors import (
     StoreUnavailable,
     Unavailable,
 )
+from sessions.event_payloads import (
+    AgentFinished,
+    AgentStarted,
+    ErrorReported,
+    EventPayload,
+    MessageCompleted,
+    MessageDelta,
+    MessageStarted,
+    StatusChanged,
+    ToolFinished,
+    ToolStarted,
+    ToolUpdated,
+    TurnFinished,
+    TurnStarted,
+    UnknownPayload,
+    read_payload,
+)
+from sessions.input_ledger import FINAL_INPUT_STATUSES, WAITING_INPUT_STATUSES
+from sessions.inputs import SubmitResult
 from sessions.journal import Journal, JournalItem
+from sessions.keys import agent_from_key, kind_from_key
 from sessions.lane import LaneRegistry, RunLimiter, SessionLane
-from sessions.manager import SessionManager, SubmitResult, agent_from_key, kind_from_key
+from sessions.manager import SessionManager
 from sessions.profiles import QUEUE_MODES, AgentDirectory, AgentProfile, RunContext, RunSettings, ToolsFactory
 from sessions.records import EntryRecord, EventRecord, InputRecord, RunRecord, SessionRecord, TreeNode
-from sessions.session_events import EventPublisher, NullPublisher, SessionEvent
-from sessions.store import NewEntry, NewEvent, Store, default_url
+from sessions.session_events import EventPublisher, NullPublisher, SessionEvent, read_event
+from sessions.store import NewEntry, NewEvent, Store, default_url, open_database
+from sessions.termination import Outcome, TerminationReason
 
 __all__ = [
+    "FINAL_INPUT_STATUSES",
+    "WAITING_INPUT_STATUSES",
     "QUEUE_MODES",
     "AgentDirectory",
+    "AgentFinished",
     "AgentProfile",
+    "AgentStarted",
     "CompactionError",
     "CompactionResult",
     "Conflict",
     "EntryRecord",
+    "ErrorReported",
+    "EventPayload",
     "EventPublisher",
     "EventRecord",
     "InputRecord",
@@ -47,10 +74,14 @@ __all__ = [
     "KeyConflict",
     "LaneFull",
     "LaneRegistry",
+    "MessageCompleted",
+    "MessageDelta",
+    "MessageStarted",
     "NewEntry",
     "NewEvent",
     "NotFound",
     "NullPublisher",
+    "Outcome",
     "RunContext",
     "RunLimiter",
     "RunRecord",
@@ -62,15 +93,26 @@ __all__ = [
     "SessionRecord",
     "SessionsError",
     "StateDirLocked",
+    "StatusChanged",
     "Store",
     "StoreClosed",
     "StoreError",
     "StoreUnavailable",
+    "TerminationReason",
     "SubmitResult",
+    "ToolFinished",
+    "ToolStarted",
+    "ToolUpdated",
     "ToolsFactory",
     "TreeNode",
+    "TurnFinished",
+    "TurnStarted",
+    "UnknownPayload",
     "Unavailable",
     "agent_from_key",
     "default_url",
     "kind_from_key",
+    "open_database",
+    "read_event",
+    "read_payload",
 ]

@@ -22,7 +22,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, bindparam, literal, select, union_all
+from sqlalchemy import ColumnElement, Select, bindparam, func, literal, select, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sessions import _store_rows as rows
@@ -106,6 +106,47 @@ def visible_segments(chain: Sequence[rows.AnyRow]) -> list[Segment]:
 async def segment_entries(conn: AsyncConnection, parts: Sequence[Segment]) -> list[EntryRecord]:
     """The entries of the segments, in transcript order."""
     return [rows.entry_record(row) for row in await _segment_rows(conn, parts, list(entries.c), None)]
+
+
+async def message_page(
+    conn: AsyncConnection, parts: Sequence[Segment], *, skip: int, limit: int
+) -> tuple[list[EntryRecord], int]:
+    """The message entries of the transcript that come before its newest `skip` ones, at most
+    `limit` of them (the newest of those), in transcript order; and how many message entries the
+    transcript holds. The entries are counted per segment and only the page's rows are read, so
+    the cost follows the page, not the transcript."""
+
+    def messages(sid: str, upto: int | None) -> list[ColumnElement[bool]]:
+        where = [entries.c.session_id == sid, entries.c.kind == EntryKind.MESSAGE.value]
+        if upto is not None:
+            where.append(entries.c.position <= upto)
+        return where
+
+    counts: list[int] = []
+    for sid, upto in parts:
+        counting = select(func.count()).select_from(entries).where(*messages(sid, upto))
+        counts.append(int((await conn.execute(counting)).scalar_one()))
+    page: list[EntryRecord] = []
+    to_skip, wanted = skip, limit
+    for (sid, upto), count in zip(reversed(parts), reversed(counts), strict=True):
+        if wanted <= 0:
+            break
+        if to_skip >= count:
+            to_skip -= count
+            continue
+        take = min(wanted, count - to_skip)
+        query = (
+            select(entries)
+            .where(*messages(sid, upto))
+            .order_by(entries.c.position.desc())
+            .offset(to_skip)
+            .limit(take)
+        )
+        found = (await conn.execute(query)).all()
+        page[:0] = [rows.entry_record(row) for row in reversed(found)]
+        wanted -= take
+        to_skip = 0
+    return page, sum(counts)
 
 
 async def context_entries(conn: AsyncConnection, parts: Sequence[Segment]) -> list[ContextEntry]:

@@ -28,9 +28,9 @@ from agent_core import (
     ThinkingContent,
     ToolCall,
     UserMessage,
+    maybe_await,
     text_of,
 )
-from agent_core._util import resolve
 from sessions.context import COMPACTION_ROLE, build_context, view_of
 
 __all__ = [
@@ -208,7 +208,7 @@ async def summarize(
     )
     options = StreamOptions(api_key=api_key, signal=signal, max_tokens=min(model.max_tokens, 8_192))
     try:
-        stream = await resolve(stream_fn(model, context, options))
+        stream = await maybe_await(stream_fn(model, context, options))
         final = await stream.result()
     except Exception as exc:
         raise CompactionError(f"the summary call failed: {exc}") from exc

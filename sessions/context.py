@@ -7,7 +7,7 @@ its first kept entry on. Other entry kinds (labels, model changes, custom data) 
 model.
 
 Entries may carry their payload as a dict (`EntryRecord`) or as the stored JSON text
-(`ContextEntry`, what `Store.context_entries` reads for each run); text is validated into a
+(`ContextEntry`, what `Store.transcript.context_entries` reads for each run); text is validated into a
 message directly, without building the intermediate dicts.
 """
 

@@ -26,7 +26,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event, exc, text
+from sqlalchemy import Table, event, exc, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import StaticPool
@@ -201,6 +202,12 @@ class Database:
         if self.backend != "sqlite" or self.url.database in (None, "", ":memory:"):
             return None
         return Path(str(self.url.database))
+
+    def insert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
+        """An INSERT into `table` that can carry an ON CONFLICT clause on this backend."""
+        if self.backend == "postgresql":
+            return postgresql.insert(table)
+        return sqlite.insert(table)
 
     def write(self) -> AbstractAsyncContextManager[AsyncConnection]:
         """A write transaction, committed when the block ends without an exception."""

@@ -226,8 +226,4 @@ class Journal:
 
 
 def _new_event(event: SessionEvent) -> NewEvent:
-    payload = dict(event.data)
-    payload["ts"] = event.ts
-    if event.session_key is not None:
-        payload["sessionKey"] = event.session_key
-    return NewEvent(seq=event.seq, type=event.name, payload=payload, run_id=event.run_id)
+    return NewEvent(seq=event.seq, type=event.name, payload=event.log_payload(), run_id=event.run_id)

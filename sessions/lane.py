@@ -7,7 +7,7 @@ future it waits on, so once the last operation settles the lane holds nothing at
 
 Queue policy: a lane holds at most `max_depth` operations (running plus waiting); one more is
 refused at once with `LaneFull` (retryable, with `retry_after_ms`), never queued. `depth` shows
-how many there are.
+how many there are. `LaneRegistry.max_depth` changes the bound of every lane at once.
 
 `LaneRegistry` hands out one lane per session, made on first use and held weakly: a lane lives
 exactly as long as an operation runs or waits on it (or a caller keeps it), so lanes of idle
@@ -15,7 +15,8 @@ sessions never pile up, and two callers that hold a lane at the same time always
 
 `RunLimiter` caps how many runs execute at once across all sessions; waiters get slots in FIFO
 order. Its queue needs no bound of its own: every waiter is the running operation of a session's
-lane, so there are at most as many waiters as sessions with work.
+lane, so there are at most as many waiters as sessions with work. Its `limit` may change while it
+is in use; raising it lets waiters in at once.
 """
 
 from __future__ import annotations
@@ -102,9 +103,24 @@ class LaneRegistry:
     def __init__(
         self, max_depth: int = DEFAULT_MAX_DEPTH, *, retry_after_ms: int = DEFAULT_RETRY_AFTER_MS
     ) -> None:
-        self.max_depth = max_depth
         self._retry_after_ms = retry_after_ms
         self._lanes: weakref.WeakValueDictionary[str, SessionLane] = weakref.WeakValueDictionary()
+        self.max_depth = max_depth
+
+    @property
+    def max_depth(self) -> int:
+        """The bound of every lane: operations running plus waiting."""
+        return self._max_depth
+
+    @max_depth.setter
+    def max_depth(self, value: int) -> None:
+        """Change the bound of every lane, the ones alive now included (config reload). Lowering
+        it lets what a lane already holds finish; only operations added later are refused."""
+        if value < 1:
+            raise ValueError("max_depth must be at least 1")
+        self._max_depth = value
+        for lane in list(self._lanes.values()):
+            lane.max_depth = value
 
     def lane(self, session_id: str) -> SessionLane:
         """The session's lane. Call `run` on it without awaiting anything in between, or keep a

@@ -73,7 +73,7 @@ class EntryRecord:
 
 
 class ContextEntry(NamedTuple):
-    """A transcript entry as a model context is built from it (`Store.context_entries`): its id,
+    """A transcript entry as a model context is built from it (`Store.transcript.context_entries`): its id,
     kind (an `EntryKind` value), and payload still as the stored JSON text, so that a message is
     validated straight from the text without the intermediate dicts of `EntryRecord.payload`.
     A named tuple rather than a record class: every run makes one per entry of its context."""

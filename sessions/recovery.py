@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
 
 import structlog
 
@@ -30,41 +29,30 @@ from agent_core import (
     ToolResultMessage,
     parse_message,
 )
+from sessions.event_payloads import AgentFinished, EventPayload, MessageCompleted, StatusChanged
 from sessions.ids import new_id
+from sessions.input_ledger import WAITING_INPUT_STATUSES
 from sessions.journal import Journal, JournalItem
 from sessions.records import EntryRecord, EventRecord, InputRecord, RunRecord, SessionRecord
-from sessions.schema import SessionStatus
+from sessions.schema import RunStatus, SessionStatus
 from sessions.session_events import SessionEvent, open_reply
 from sessions.store import NewEntry, Store
+from sessions.termination import TerminationReason
 
 __all__ = [
     "INTERRUPTED_TEXT",
     "ORPHANED_TOOL_TEXT",
-    "RESUMABLE_INPUTS",
     "cut_off_messages",
     "orphaned_tool_calls",
     "recover",
-    "run_status_for",
 ]
 
 log = structlog.get_logger("sessions.recovery")
 
 INTERRUPTED_TEXT = "The gateway stopped during the run; the reply was cut off here."
 ORPHANED_TOOL_TEXT = "The run stopped before this tool call finished; its outcome is unknown."
-RESUMABLE_INPUTS = ("queued", "steered", "followup")
 ModelRef = tuple[str, str, str]
 """(api, provider, model id) of an assistant message."""
-
-
-def run_status_for(termination_reason: str) -> str:
-    """The run record's status for a termination reason."""
-    if termination_reason == "no_tool_calls":
-        return "done"
-    if termination_reason == "error":
-        return "error"
-    if termination_reason in ("gateway_shutdown", "interrupted"):
-        return "interrupted"
-    return "aborted"
 
 
 def orphaned_tool_calls(messages: Sequence[AgentMessage]) -> list[ToolCall]:
@@ -112,7 +100,7 @@ async def recover(store: Store, journal: Journal) -> dict[str, list[InputRecord]
     """Close every run a crash left open and return the inputs to run now, per session, in
     arrival order. The journal must be started."""
     still_open: set[str] = set()
-    for run in await store.running_runs():
+    for run in await store.runs.running():
         try:
             await _close_run(store, journal, run)
         except Exception:
@@ -121,39 +109,45 @@ async def recover(store: Store, journal: Journal) -> dict[str, list[InputRecord]
     await _close_stale_running_inputs(store)
     await _interrupt_stale_sessions(store, journal, skip=still_open)
     pending: dict[str, list[InputRecord]] = defaultdict(list)
-    for record in await store.inputs_with_status(list(RESUMABLE_INPUTS)):
+    for record in await store.inputs.with_status(WAITING_INPUT_STATUSES):
         pending[record.session_id].append(record)
     return dict(pending)
 
 
 async def _close_run(store: Store, journal: Journal, run: RunRecord) -> None:
-    session = await store.get_session(run.session_id)
+    session = await store.tree.get_session(run.session_id)
     if session is None:
-        await store.finish_run(run.id, status="interrupted", termination_reason="interrupted")
+        await store.runs.finish(
+            run.id, status=RunStatus.INTERRUPTED, termination_reason=TerminationReason.INTERRUPTED
+        )
         return
     events = await _run_events(store, session.id, run.id)
     finished = next((e for e in reversed(events) if e.type == "agent.finished"), None)
     if finished is not None:
         # The end was recorded; only the run record missed it.
-        reason = str(finished.payload.get("terminationReason") or "interrupted")
-        status = run_status_for(reason)
+        reason = (
+            TerminationReason.parse(finished.payload.get("terminationReason"))
+            or TerminationReason.INTERRUPTED
+        )
+        status = reason.run_status
         error = finished.payload.get("errorMessage")
-        result = {"runId": run.id, "status": _outcome_of(status), "terminationReason": reason}
+        result = {"runId": run.id, "status": reason.outcome.value, "terminationReason": reason.value}
         if error:
             result["errorMessage"] = error
-        await store.finish_run(run.id, status=status, termination_reason=reason, error=error, result=result)
-        await _finish_started_inputs(store, session.id, run.id, "done" if status == "done" else "interrupted")
+        await store.runs.finish(run.id, status=status, termination_reason=reason, error=error, result=result)
+        final = "done" if status is RunStatus.DONE else "interrupted"
+        await _finish_started_inputs(store, session.id, run.id, final)
         return
     await _append_cut_off(store, journal, session, run.id, events)
-    await store.finish_run(
+    await store.runs.finish(
         run.id,
-        status="interrupted",
-        termination_reason="interrupted",
+        status=RunStatus.INTERRUPTED,
+        termination_reason=TerminationReason.INTERRUPTED,
         error=INTERRUPTED_TEXT,
         result={
             "runId": run.id,
-            "status": "aborted",
-            "terminationReason": "interrupted",
+            "status": TerminationReason.INTERRUPTED.outcome.value,
+            "terminationReason": TerminationReason.INTERRUPTED.value,
             "errorMessage": INTERRUPTED_TEXT,
         },
     )
@@ -165,32 +159,32 @@ async def _append_cut_off(
     store: Store, journal: Journal, session: SessionRecord, run_id: str, events: list[EventRecord]
 ) -> None:
     partial_text, partial_id = open_reply(events)
-    entries = await store.transcript(session.id)
+    entries = await store.transcript.read(session.id)
     messages = _messages(entries)
     closing = cut_off_messages(
         orphaned_tool_calls(messages), partial_text, _last_model(entries, session), INTERRUPTED_TEXT
     )
     ids = [new_id() for _ in closing[:-1]] + [partial_id or new_id()]
-    drafts: list[tuple[str, dict[str, Any]]] = [
-        ("message.completed", {"messageId": entry_id, "message": message.dump()})
+    payloads: list[EventPayload] = [
+        MessageCompleted(message_id=entry_id, message=message.dump())
         for entry_id, message in zip(ids, closing, strict=True)
     ]
-    drafts.append(
-        (
-            "agent.finished",
-            {
-                "terminationReason": "interrupted",
-                "stopReason": "aborted",
-                "errorMessage": INTERRUPTED_TEXT,
-                **_run_totals(events),
-            },
+    turns, tokens, duration_ms = _run_totals(events)
+    payloads.append(
+        AgentFinished(
+            termination_reason=TerminationReason.INTERRUPTED,
+            total_turns=turns,
+            total_tokens=tokens,
+            duration_ms=duration_ms,
+            stop_reason="aborted",
+            error_message=INTERRUPTED_TEXT,
         )
     )
-    drafts.append(("status.changed", {"status": "interrupted"}))
+    payloads.append(StatusChanged(SessionStatus.INTERRUPTED))
     key = session.keys[0] if session.keys else None
     numbered = [
-        SessionEvent(session.id, session.last_seq + offset, name, data, run_id=run_id, session_key=key)
-        for offset, (name, data) in enumerate(drafts, start=1)
+        SessionEvent(session.id, session.last_seq + offset, payload, run_id=run_id, session_key=key)
+        for offset, payload in enumerate(payloads, start=1)
     ]
     if session.status == SessionStatus.IDLE:
         # The crash hit between creating the run and marking the session running; idle cannot
@@ -206,10 +200,10 @@ async def _append_cut_off(
     )
 
 
-def _run_totals(events: list[EventRecord]) -> dict[str, int]:
+def _run_totals(events: list[EventRecord]) -> tuple[int, int, int]:
     """The totals `agent.finished` carries (clients need them to render the end of a run), as far
     as the run's logged events tell: turns started, tokens of its completed assistant messages,
-    and the time from its first event to its last."""
+    and the time in milliseconds from its first event to its last."""
     tokens = 0
     for event in events:
         message = event.payload.get("message") if event.type == "message.completed" else None
@@ -219,11 +213,11 @@ def _run_totals(events: list[EventRecord]) -> dict[str, int]:
             if isinstance(total, int):
                 tokens += total
     stamps = [ts for ts in (event.payload.get("ts") for event in events) if isinstance(ts, int)]
-    return {
-        "totalTurns": sum(1 for event in events if event.type == "turn.started"),
-        "totalTokens": tokens,
-        "durationMs": max(stamps) - min(stamps) if stamps else 0,
-    }
+    return (
+        sum(1 for event in events if event.type == "turn.started"),
+        tokens,
+        max(stamps) - min(stamps) if stamps else 0,
+    )
 
 
 def _entry(entry_id: str, message: AgentMessage) -> NewEntry:
@@ -233,22 +227,22 @@ def _entry(entry_id: str, message: AgentMessage) -> NewEntry:
 async def _finish_started_inputs(store: Store, session_id: str, run_id: str, status: str) -> None:
     """Inputs the run had started get the run's outcome; queued ones never reached the model
     and stay resumable."""
-    for record in await store.inputs_with_status(["running"], session_id=session_id):
+    for record in await store.inputs.with_status(["running"], session_id=session_id):
         if record.run_id == run_id:
             reason = "the gateway stopped during the run" if status == "interrupted" else None
-            await store.update_input(record.idempotency_key, status=status, reason=reason)
+            await store.inputs.update(record.idempotency_key, status=status, reason=reason)
 
 
 async def _close_stale_running_inputs(store: Store) -> None:
     """Inputs marked running whose run already ended (the crash hit before they were settled)."""
-    for record in await store.inputs_with_status(["running"]):
-        run = await store.get_run(record.run_id) if record.run_id else None
+    for record in await store.inputs.with_status(["running"]):
+        run = await store.runs.get(record.run_id) if record.run_id else None
         if run is None:
             # Never reached a run: run it now.
-            await store.update_input(record.idempotency_key, status="queued")
-        elif run.status != "running":
-            final = "done" if run.status in ("done", "error", "aborted") else "interrupted"
-            await store.update_input(record.idempotency_key, status=final)
+            await store.inputs.update(record.idempotency_key, status="queued")
+        elif run.status is not RunStatus.RUNNING:
+            final = "interrupted" if run.status is RunStatus.INTERRUPTED else "done"
+            await store.inputs.update(record.idempotency_key, status=final)
 
 
 async def _interrupt_stale_sessions(store: Store, journal: Journal, *, skip: set[str]) -> None:
@@ -257,7 +251,7 @@ async def _interrupt_stale_sessions(store: Store, journal: Journal, *, skip: set
     stale: list[SessionRecord] = []
     offset = 0
     while True:
-        page, _total = await store.list_sessions(status="running", limit=500, offset=offset)
+        page, _total = await store.tree.list_sessions(status="running", limit=500, offset=offset)
         stale.extend(s for s in page if s.id not in skip)
         if len(page) < 500:
             break
@@ -265,7 +259,7 @@ async def _interrupt_stale_sessions(store: Store, journal: Journal, *, skip: set
     for session in stale:
         key = session.keys[0] if session.keys else None
         event = SessionEvent(
-            session.id, session.last_seq + 1, "status.changed", {"status": "interrupted"}, session_key=key
+            session.id, session.last_seq + 1, StatusChanged(SessionStatus.INTERRUPTED), session_key=key
         )
         try:
             await journal.commit(
@@ -279,7 +273,7 @@ async def _run_events(store: Store, session_id: str, run_id: str) -> list[EventR
     out: list[EventRecord] = []
     after = 0
     while True:
-        batch = await store.read_events(session_id, after_seq=after, limit=2000)
+        batch = await store.events.read(session_id, after_seq=after, limit=2000)
         if not batch:
             return out
         out.extend(e for e in batch if e.run_id == run_id)
@@ -301,7 +295,3 @@ def _last_model(entries: list[EntryRecord], session: SessionRecord) -> ModelRef:
             )
     provider, _, model_id = (session.model or "unknown/unknown").partition("/")
     return "unknown", provider, model_id or "unknown"
-
-
-def _outcome_of(run_status: str) -> str:
-    return {"done": "ok", "error": "error"}.get(run_status, "aborted")

@@ -42,6 +42,7 @@ __all__ = [
     "channel_pairing_requests",
     "entries",
     "events",
+    "gateway_tokens",
     "inputs",
     "metadata",
     "runs",
@@ -307,4 +308,18 @@ channel_cursors = Table(
     Column("message_id", String(100), nullable=False),
     Column("updated_at", BigInteger, nullable=False),
     PrimaryKeyConstraint("platform", "account_id", "channel_id"),
+)
+
+
+# --- gateway credentials (written by `gateway.tokens`) --------------------------------------------
+
+# A named, scoped token. Only the SHA-256 of the secret is kept (hex, unique: a connect finds its
+# token by it); `scopes` is a comma-separated list of operator scopes. A row lives until revoked.
+gateway_tokens = Table(
+    "gateway_tokens",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("secret_sha256", String(64), nullable=False, unique=True),
+    Column("scopes", Text, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
 )

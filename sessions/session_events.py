@@ -1,10 +1,11 @@
 """Session events: what a session does, as durable numbered records.
 
-Every `AgentEvent` of a run is translated into zero or more `SessionEvent`s (the gateway's session
-lifecycle), each stamped with the session's next `seq`. They are written to the event log and then
+Every `AgentEvent` of a run is translated into zero or more event payloads (the gateway's session
+lifecycle; one typed payload per event name, see `sessions.event_payloads`), each wrapped in a
+`SessionEvent` stamped with the session's next `seq`. They are written to the event log and then
 published; the gateway renders them as native `session.*` frames and as OpenClaw `agent`/`chat`
 frames. The translation is stateful per run (`RunTranslator`): it assigns message ids, counts
-turns and times tools.
+turns and times tools. `read_event` turns a stored event back into a `SessionEvent`.
 """
 
 from __future__ import annotations
@@ -31,68 +32,85 @@ from agent_core import (
     TurnEndEvent,
     TurnStartEvent,
 )
+from sessions.event_payloads import (
+    DROPPABLE,
+    AgentFinished,
+    AgentStarted,
+    DeltaKind,
+    EventPayload,
+    MessageCompleted,
+    MessageDelta,
+    MessageStarted,
+    ToolFinished,
+    ToolStarted,
+    ToolUpdated,
+    TurnFinished,
+    TurnStarted,
+    read_payload,
+)
 from sessions.ids import new_id
+from sessions.records import EventRecord, JSONObject
+from sessions.termination import TerminationReason
 
 __all__ = [
-    "open_reply",
-    "DROPPABLE",
-    "EVENT_NAMES",
-    "Draft",
     "EventPublisher",
     "NullPublisher",
     "RunTranslator",
     "SessionEvent",
+    "open_reply",
+    "read_event",
 ]
 
-#: Events a slow consumer may lose (coalesced or dropped with a visible gap) and that the event
-#: log may prune once their message is complete: the completed message carries their content.
-DROPPABLE = frozenset({"message.delta", "tool.updated"})
 
-#: Names of the session lifecycle events, without the `session.` prefix used on the wire.
-EVENT_NAMES = (
-    "agent.started",
-    "turn.started",
-    "message.started",
-    "message.delta",
-    "tool.started",
-    "tool.updated",
-    "tool.finished",
-    "message.completed",
-    "turn.finished",
-    "agent.finished",
-    "error",
-    "status.changed",
-)
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True, slots=True)
 class SessionEvent:
-    """One durable event of a session. `data` holds the camelCase payload fields."""
+    """One durable event of a session: the envelope and its typed payload (`data`)."""
 
     session_id: str
     seq: int
-    name: str
-    data: dict[str, Any]
+    data: EventPayload
     run_id: str | None = None
     session_key: str | None = None
-    ts: int = field(default_factory=lambda: int(time.time() * 1000))
+    ts: int = field(default_factory=_now_ms)
+    """Wall-clock time of the event, epoch milliseconds."""
+
+    @property
+    def name(self) -> str:
+        """The event name without the wire's `session.` prefix, e.g. `message.delta`."""
+        return self.data.name
 
     @property
     def droppable(self) -> bool:
-        return self.name in DROPPABLE
+        return self.data.name in DROPPABLE
 
-    def payload(self) -> dict[str, Any]:
-        """The native wire payload (`session.<name>` frames)."""
-        out: dict[str, Any] = {
-            "sessionId": self.session_id,
-            "sessionKey": self.session_key,
-            "sessionSeq": self.seq,
-        }
-        if self.run_id is not None:
-            out["runId"] = self.run_id
+    def log_payload(self) -> JSONObject:
+        """The JSON the event log stores for this event: the payload's fields, then `ts` and
+        `sessionKey` (when known). `read_event` reverses it."""
+        out = self.data.dump()
         out["ts"] = self.ts
-        out.update(self.data)
+        if self.session_key is not None:
+            out["sessionKey"] = self.session_key
         return out
+
+
+def read_event(record: EventRecord) -> SessionEvent:
+    """A stored event (`SessionEvent.log_payload` in the log) as the event it was. Never raises: a
+    record this version cannot read keeps its stored fields (`UnknownPayload`)."""
+    fields = dict(record.payload)
+    ts = fields.pop("ts", None)
+    key = fields.pop("sessionKey", None)
+    return SessionEvent(
+        session_id=record.session_id,
+        seq=record.seq,
+        data=read_payload(record.type, fields),
+        run_id=record.run_id,
+        session_key=key if isinstance(key, str) else None,
+        ts=ts if isinstance(ts, int) else record.created_at,
+    )
 
 
 class EventPublisher(Protocol):
@@ -109,16 +127,8 @@ class NullPublisher:
         return None
 
 
-@dataclass(slots=True)
-class Draft:
-    """A session event before it has a `seq`."""
-
-    name: str
-    data: dict[str, Any]
-
-
 class RunTranslator:
-    """Turns one run's `AgentEvent`s into session event drafts.
+    """Turns one run's `AgentEvent`s into session event payloads.
 
     Lives for one run. Message ids are assigned at `message_start` and reused as the transcript
     entry id at `message_end`, so `message.delta` and `message.completed` name the same message.
@@ -133,69 +143,58 @@ class RunTranslator:
         self.total_tokens = 0
         self.last_assistant: AssistantMessage | None = None
 
-    def translate(self, event: AgentEvent) -> list[Draft]:
+    def translate(self, event: AgentEvent) -> list[EventPayload]:
         if isinstance(event, MessageUpdateEvent):
             return self._update(event)
         if isinstance(event, MessageStartEvent):
             self.message_id = new_id()
-            return [Draft("message.started", {"messageId": self.message_id, "role": event.message.role})]
+            return [MessageStarted(message_id=self.message_id, role=event.message.role)]
         if isinstance(event, MessageEndEvent):
             message_id = self.message_id or new_id()
             self.message_id = None
             if isinstance(event.message, AssistantMessage):
                 self.last_assistant = event.message
                 self.total_tokens += event.message.usage.total_tokens
-            return [Draft("message.completed", {"messageId": message_id, "message": event.message.dump()})]
+            return [MessageCompleted(message_id=message_id, message=event.message.dump())]
         if isinstance(event, ToolExecutionStartEvent):
             self.tool_started_at[event.tool_call_id] = time.monotonic()
-            return [
-                Draft(
-                    "tool.started",
-                    {"toolCallId": event.tool_call_id, "toolName": event.tool_name, "args": event.args},
-                )
-            ]
+            return [ToolStarted(tool_call_id=event.tool_call_id, tool_name=event.tool_name, args=event.args)]
         if isinstance(event, ToolExecutionUpdateEvent):
             return [
-                Draft(
-                    "tool.updated",
-                    {
-                        "toolCallId": event.tool_call_id,
-                        "toolName": event.tool_name,
-                        "partialResult": _jsonable(event.partial_result),
-                    },
+                ToolUpdated(
+                    tool_call_id=event.tool_call_id,
+                    tool_name=event.tool_name,
+                    partial_result=_jsonable(event.partial_result),
                 )
             ]
         if isinstance(event, ToolExecutionEndEvent):
             began = self.tool_started_at.pop(event.tool_call_id, None)
             duration = int((time.monotonic() - began) * 1000) if began is not None else 0
             return [
-                Draft(
-                    "tool.finished",
-                    {
-                        "toolCallId": event.tool_call_id,
-                        "toolName": event.tool_name,
-                        "result": _jsonable(event.result),
-                        "isError": event.is_error,
-                        "durationMs": duration,
-                    },
+                ToolFinished(
+                    tool_call_id=event.tool_call_id,
+                    tool_name=event.tool_name,
+                    result=_jsonable(event.result),
+                    is_error=event.is_error,
+                    duration_ms=duration,
                 )
             ]
         if isinstance(event, TurnStartEvent):
             self.turn_index += 1
             self.total_turns += 1
-            return [Draft("turn.started", {"turnIndex": self.turn_index})]
+            return [TurnStarted(turn_index=self.turn_index)]
         if isinstance(event, TurnEndEvent):
-            has_calls = bool(event.tool_results)
-            return [Draft("turn.finished", {"turnIndex": self.turn_index, "hasToolCalls": has_calls})]
+            return [TurnFinished(turn_index=self.turn_index, has_tool_calls=bool(event.tool_results))]
         if isinstance(event, AgentStartEvent):
-            return [Draft("agent.started", {})]
+            return [AgentStarted()]
         if isinstance(event, AgentEndEvent):
             # agent.finished is produced by the live session, which knows the termination reason.
             return []
         return []
 
-    def _update(self, event: MessageUpdateEvent) -> list[Draft]:
+    def _update(self, event: MessageUpdateEvent) -> list[EventPayload]:
         inner = event.assistant_message_event
+        kind: DeltaKind
         if isinstance(inner, TextDeltaEvent):
             kind = "text"
         elif isinstance(inner, ThinkingDeltaEvent):
@@ -205,49 +204,42 @@ class RunTranslator:
         else:
             return []
         return [
-            Draft(
-                "message.delta",
-                {
-                    "messageId": self.message_id,
-                    "contentIndex": inner.content_index,
-                    "kind": kind,
-                    "delta": inner.delta,
-                },
+            MessageDelta(
+                message_id=self.message_id, content_index=inner.content_index, kind=kind, delta=inner.delta
             )
         ]
 
-    def finished(self, termination_reason: str, *, error_message: str | None = None) -> Draft:
+    def finished(self, termination_reason: str, *, error_message: str | None = None) -> AgentFinished:
+        """The run's `agent.finished`; `error_message` overrides the last reply's own. Raises
+        ValueError when `termination_reason` is not a `TerminationReason` value."""
         last = self.last_assistant
-        data: dict[str, Any] = {
-            "terminationReason": termination_reason,
-            "totalTurns": self.total_turns,
-            "totalTokens": self.total_tokens,
-            "durationMs": int((time.monotonic() - self.started_at) * 1000),
-        }
-        if last is not None:
-            data["stopReason"] = last.stop_reason
-            data["usage"] = last.usage.dump()
-            if last.error_message:
-                data["errorMessage"] = last.error_message
-        if error_message is not None:
-            data["errorMessage"] = error_message
-        return Draft("agent.finished", data)
+        if error_message is None and last is not None and last.error_message:
+            error_message = last.error_message
+        return AgentFinished(
+            termination_reason=TerminationReason(termination_reason),
+            total_turns=self.total_turns,
+            total_tokens=self.total_tokens,
+            duration_ms=int((time.monotonic() - self.started_at) * 1000),
+            stop_reason=last.stop_reason if last is not None else None,
+            usage=last.usage.dump() if last is not None else None,
+            error_message=error_message,
+        )
 
 
-def open_reply(events: Iterable[Any]) -> tuple[str, str | None]:
-    """From logged events (records with `type` and a dict `payload`, in seq order): the text
-    streamed so far for the assistant message still open at the end, and its message id
-    (`("", None)` when every started message was completed)."""
+def open_reply(events: Iterable[EventRecord]) -> tuple[str, str | None]:
+    """From stored events (in seq order): the text streamed so far for the assistant message still
+    open at the end, and its message id (`("", None)` when every started message was completed)."""
     open_id: str | None = None
     text: list[str] = []
-    for event in events:
-        payload = event.payload
-        if event.type == "message.started" and payload.get("role") == "assistant":
-            open_id, text = payload.get("messageId"), []
-        elif event.type == "message.delta" and payload.get("messageId") == open_id:
-            if payload.get("kind") == "text":
-                text.append(str(payload.get("delta", "")))
-        elif event.type == "message.completed" and payload.get("messageId") == open_id:
+    for record in events:
+        payload = read_payload(record.type, record.payload)
+        if isinstance(payload, MessageStarted):
+            if payload.role == "assistant":
+                open_id, text = payload.message_id, []
+        elif isinstance(payload, MessageDelta):
+            if payload.message_id == open_id and payload.kind == "text":
+                text.append(payload.delta)
+        elif isinstance(payload, MessageCompleted) and payload.message_id == open_id:
             open_id, text = None, []
     return ("".join(text), open_id) if open_id is not None else ("", None)
 

@@ -5,7 +5,9 @@ llama.cpp, OpenRouter, Groq, ...), ``anthropic-messages``, and ``faux`` (the ``f
 scripted faux APIs come from `register_faux_provider`). Every stream function returns an
 `AssistantMessageEventStream` and never raises: a failure is the stream's final `error` event,
 whose message has stop_reason ``"error"`` or ``"aborted"`` and an error_message. Stream
-functions must be called from a running event loop.
+functions must be called from a running event loop. A returned stream owns the task that produces
+it: closing the stream (`aclose()`, leaving ``async with``) or abandoning its iteration stops that
+task, which closes the HTTP response, and the stream ends with an ``"aborted"`` error.
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ from agent_core.providers.faux import (
     FauxProvider,
     FauxState,
     FauxStep,
+    TokenSize,
     faux_assistant_message,
     faux_text,
     faux_thinking,
     faux_tool_call,
     register_faux_provider,
-    stream_faux,
 )
+from agent_core.providers.faux_echo import stream_faux
 from agent_core.providers.openai_completions import (
     OpenAICompletionsOptions,
     stream_openai_completions,
@@ -57,6 +60,7 @@ __all__ = [
     "FauxState",
     "FauxStep",
     "OpenAICompletionsOptions",
+    "TokenSize",
     "complete",
     "complete_simple",
     "faux_assistant_message",

@@ -17,12 +17,9 @@ from agent_core.messages import AssistantMessage
 from agent_core.providers._env import get_env_api_key
 
 ABORTED_MESSAGE = "Request was aborted"
+PRODUCER_TASK_PREFIX = "llm-stream:"
 
 _O = TypeVar("_O", bound=StreamOptions)
-
-# Producer tasks are referenced here until they finish, so the event loop cannot drop them.
-# Each one always ends: it pushes `done` or `error` and returns (or re-raises a cancellation).
-_PRODUCERS: set[asyncio.Task[None]] = set()
 
 
 def new_output(model: Model) -> AssistantMessage:
@@ -72,8 +69,11 @@ def run_producer(
     model: Model,
     produce: Callable[[], Coroutine[Any, Any, None]],
 ) -> AssistantMessageEventStream:
-    """Run `produce` (which feeds `stream`) as a task of the running loop and return `stream`.
+    """Run `produce` (which feeds `stream`) as the stream's producer task and return `stream`.
 
+    The stream owns the task: when its consumer stops early (`aclose()`, or an iteration
+    abandoned before the end) the task is cancelled, which ends the stream with an `aborted`
+    error and lets `produce` close what it opened (its HTTP response) on the way out.
     `produce` is expected to end the stream itself; anything it lets escape still ends the stream
     with an `error` event, so a stream function never raises and never leaves a consumer hanging.
     Called without a running event loop, the stream holds only an `error` event.
@@ -82,24 +82,26 @@ def run_producer(
     async def guarded() -> None:
         try:
             await produce()
-        except asyncio.CancelledError:
-            if not stream.done:
-                _end_with_error(stream, model, ABORTED_MESSAGE, aborted=True)
-            raise
-        except Exception as exc:
+        except Exception as exc:  # a provider failure is the stream's `error` event, not a crash
             if not stream.done:
                 _end_with_error(stream, model, error_message_of(exc), aborted=False)
-        if not stream.done:
+
+    def unfinished(task: asyncio.Task[None]) -> None:
+        # Cancelled (its consumer stopped, perhaps before `produce` ever ran), or returned without
+        # ending the stream.
+        if task.cancelled():
+            _end_with_error(stream, model, ABORTED_MESSAGE, aborted=True)
+        else:
             _end_with_error(stream, model, "Provider ended without a result", aborted=False)
 
     try:
-        loop = asyncio.get_running_loop()
+        asyncio.get_running_loop()
     except RuntimeError:
         _end_with_error(stream, model, "Stream functions need a running event loop", aborted=False)
         return stream
-    task = loop.create_task(guarded(), name=f"llm-stream:{model.provider}/{model.id}")
-    _PRODUCERS.add(task)
-    task.add_done_callback(_PRODUCERS.discard)
+    stream.start(
+        guarded(), name=f"{PRODUCER_TASK_PREFIX}{model.provider}/{model.id}", on_unfinished=unfinished
+    )
     return stream
 
 
@@ -114,8 +116,9 @@ def _end_with_error(
 
 
 def running_producers() -> int:
-    """How many provider streams are still being produced (for leak checks)."""
-    return len(_PRODUCERS)
+    """How many provider streams of the running event loop are still being produced (for leak
+    checks)."""
+    return sum(1 for task in asyncio.all_tasks() if task.get_name().startswith(PRODUCER_TASK_PREFIX))
 
 
 # --- API keys ---------------------------------------------------------------------------------

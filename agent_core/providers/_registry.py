@@ -91,14 +91,15 @@ def _call(
 
 
 def _pipe(model: Model, pending: Awaitable[AssistantMessageEventStream]) -> AssistantMessageEventStream:
-    """A stream that relays the stream an async stream function eventually returns."""
+    """A stream that relays the stream an async stream function eventually returns. Closing the
+    outer stream cancels the relay, which closes the inner one."""
     outer = AssistantMessageEventStream()
 
     async def relay() -> None:
-        inner = await pending
-        async for event in inner:
-            outer.push(event)
-        if not outer.done:
-            outer.end(await inner.result())
+        async with await pending as inner:
+            async for event in inner:
+                outer.push(event)
+            if not outer.done:
+                outer.end(await inner.result())
 
     return run_producer(outer, model, relay)

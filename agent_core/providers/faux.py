@@ -1,7 +1,5 @@
 """The faux provider: assistant messages streamed like a real model's, without a network.
 
-Two ways to use it.
-
 **Scripted** (pi's ``registerFauxProvider``): ``faux = register_faux_provider()`` registers a new
 API (``faux:<ms>:<random>`` unless `api` is given; provider ``faux``) with one model ``faux-1``
 by default. Queue steps with `set_responses` / `append_responses`; a step is an
@@ -16,53 +14,28 @@ the partial keeps ``arguments == {}`` until `toolcall_end`. Between chunks it yi
 estimated as ``ceil(chars / 4)`` of the serialised context and of the output (with a
 `session_id`, cache reads and writes are simulated from the common prompt prefix); cost is 0.
 
-**Built-in models** of API ``faux`` (provider ``faux``), usable with no script (the daemon,
-demos and benchmarks use them):
-
-``faux/echo`` answers the last user message by streaming ``echo: <its text>``, one word per
-`text_delta` (each word keeps its trailing whitespace). The pace is ``model.compat["paceMs"]``
-when set, else the ``GATEWAY_FAUX_PACE_MS`` environment variable, else 10 ms per word; 0 means
-no sleeping, only a cooperative yield. The abort signal is honoured between deltas. When the last
-message is a tool result, it answers ``echo: <the tool result's text>``. A directive at the start
-of the last user message scripts the reply instead:
-
-- ``!tool NAME {json args}``: a `toolUse` message calling NAME with those arguments (``{}`` when
-  omitted); after the tool result comes back the reply is ``echo: <tool result text>``.
-- ``!think TEXT``: a thinking block TEXT, then the text ``echo: TEXT``.
-- ``!long N``: streams the N words ``w1 w2 ... wN``.
-- ``!error MESSAGE``: an `error` response whose error_message is MESSAGE.
-- ``!sleep MS [TEXT]``: waits MS milliseconds after `start` (abort-aware), then echoes TEXT (or the
-  whole message when no TEXT follows).
-
-Unknown directives are echoed like any other text.
+The built-in ``faux/echo`` model lives in `agent_core.providers.faux_echo`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import json
-import os
 import random
-import re
 import string
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeGuard
 
 from agent_core.event_stream import AssistantMessageEventStream
 from agent_core.llm import Context, Model, ModelCost, StreamOptions
 from agent_core.messages import (
     AssistantMessage,
-    Message,
     StopReason,
     TextContent,
     ThinkingContent,
     ToolCall,
-    ToolResultMessage,
-    UserMessage,
     now_ms,
-    text_of,
 )
 from agent_core.providers._common import error_message_of, run_producer
 from agent_core.providers._faux_stream import (
@@ -79,10 +52,7 @@ from agent_core.providers._registry import register_api_provider, unregister_api
 FAUX_API = "faux"
 FAUX_PROVIDER = "faux"
 DEFAULT_MODEL_ID = "faux-1"
-ECHO_MODEL_ID = "echo"
 DEFAULT_BASE_URL = "http://localhost:0"
-PACE_ENV = "GATEWAY_FAUX_PACE_MS"
-DEFAULT_PACE_MS = 10.0
 
 
 # --- building scripted messages ----------------------------------------------------------------
@@ -147,7 +117,7 @@ FauxResponseFactory: TypeAlias = Callable[
 FauxStep: TypeAlias = AssistantMessage | FauxResponseFactory
 
 
-def _error_message(text: str, api: str, provider: str, model_id: str) -> AssistantMessage:
+def error_message(text: str, api: str, provider: str, model_id: str) -> AssistantMessage:
     return AssistantMessage(
         content=[], api=api, provider=provider, model=model_id, stop_reason="error", error_message=text
     )
@@ -197,6 +167,8 @@ class FauxProvider:
         """Remove this API (a registration over the built-in ``faux`` API gives it back)."""
         unregister_api_provider(self.api)
         if self.api == FAUX_API:
+            from agent_core.providers.faux_echo import stream_faux  # the echo model builds on this module
+
             register_api_provider(FAUX_API, stream_faux, stream_faux)
 
     def split(self, text: str) -> list[str]:
@@ -235,7 +207,7 @@ class FauxProvider:
     ) -> None:
         await asyncio.sleep(0)  # like pi's queueMicrotask: the caller gets the stream first
         if step is None:
-            message = _error_message("No more faux responses queued", self.api, self.provider, model.id)
+            message = error_message("No more faux responses queued", self.api, self.provider, model.id)
             fail_stream(
                 stream, with_usage_estimate(message, context, options, self._prompt_cache), options.on_event
             )
@@ -253,7 +225,7 @@ class FauxProvider:
         except Exception as exc:
             fail_stream(
                 stream,
-                _error_message(error_message_of(exc), self.api, self.provider, model.id),
+                error_message(error_message_of(exc), self.api, self.provider, model.id),
                 options.on_event,
             )
             return
@@ -271,22 +243,58 @@ def _faux_model(definition: str | Mapping[str, Any], api: str, provider: str) ->
     return Model.model_validate({**spec, "api": api, "provider": provider, "base_url": DEFAULT_BASE_URL})
 
 
+TokenSize: TypeAlias = tuple[int, int] | Mapping[str, int]
+"""``(min, max)``, or pi's ``{"min": ..., "max": ...}`` (either key may be left out)."""
+
+_TOKEN_SIZE_FORM = '(min, max) or {"min": int, "max": int}'
+DEFAULT_TOKEN_SIZE = (3, 5)
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_token_size(token_size: object) -> tuple[int, int]:
+    """`token_size` as a ``(low, high)`` pair with ``1 <= low <= high``, normalised as pi does.
+
+    Raises `TypeError`, naming the expected form, for anything but a pair of ints or a mapping
+    with only ``min`` and ``max`` int values.
+    """
+    low: object
+    high: object
+    if isinstance(token_size, Mapping):
+        unknown = set(token_size) - {"min", "max"}
+        low = token_size.get("min", DEFAULT_TOKEN_SIZE[0])
+        high = token_size.get("max", DEFAULT_TOKEN_SIZE[1])
+        valid = not unknown
+    elif isinstance(token_size, tuple | list) and len(token_size) == 2:
+        low, high = token_size
+        valid = True
+    else:
+        low = high = None
+        valid = False
+    if not (valid and _is_int(low) and _is_int(high)):
+        raise TypeError(f"token_size must be {_TOKEN_SIZE_FORM}, got {token_size!r}")
+    floor = max(1, min(low, high))
+    return floor, max(floor, high)
+
+
 def register_faux_provider(
     *,
     api: str | None = None,
     provider: str = FAUX_PROVIDER,
     models: Sequence[str | Mapping[str, Any]] | None = None,
     tokens_per_second: float | None = None,
-    token_size: tuple[int, int] = (3, 5),
+    token_size: TokenSize = DEFAULT_TOKEN_SIZE,
 ) -> FauxProvider:
     """Register a scripted faux API (see the module docstring) and return its handle.
 
     `models` are ids or partial model definitions (id, name, reasoning, input, cost,
-    contextWindow, maxTokens); by default one model ``faux-1``. `token_size` is (min, max).
+    contextWindow, maxTokens); by default one model ``faux-1``. `token_size` is ``(min, max)``
+    or pi's ``{"min": ..., "max": ...}``; anything else raises `TypeError`.
     """
+    low, high = parse_token_size(token_size)
     api_name = api if api is not None else _random_id(FAUX_API)
-    low = max(1, min(token_size[0], token_size[1]))
-    high = max(low, token_size[1])
     built = [
         _faux_model(d, api_name, provider)
         for d in (models or [{"id": DEFAULT_MODEL_ID, "name": "Faux Model"}])
@@ -302,176 +310,23 @@ def register_faux_provider(
     return handle
 
 
-# --- built-in models: faux/echo ----------------------------------------------------------------
-
-_DIRECTIVE = re.compile(r"!(?P<name>[a-z]+)(?:[ \t]+(?P<rest>.*))?\Z", re.DOTALL)
-_WORD = re.compile(r"\S+\s*")
-
-
-def split_words(text: str) -> list[str]:
-    """One chunk per word, each with its trailing whitespace (leading whitespace goes first)."""
-    words = _WORD.findall(text)
-    if not words:
-        return [text]
-    lead = len(text) - len(text.lstrip())
-    if lead:
-        words[0] = text[:lead] + words[0]
-    return words
-
-
-def pace_ms(model: Model) -> float:
-    """Milliseconds per word: ``compat["paceMs"]``, else ``GATEWAY_FAUX_PACE_MS``, else 10."""
-    configured = (model.compat or {}).get("paceMs")
-    if isinstance(configured, int | float) and configured >= 0:
-        return float(configured)
-    raw = os.environ.get(PACE_ENV)
-    if raw:
-        try:
-            value = float(raw)
-        except ValueError:
-            value = -1
-        if value >= 0:
-            return value
-    return DEFAULT_PACE_MS
-
-
-@dataclass(kw_only=True)
-class EchoPlan:
-    """What the echo model will answer: blocks, stop reason, and an initial wait."""
-
-    content: list[FauxBlock]
-    stop_reason: StopReason = "stop"
-    error_message: str | None = None
-    sleep_ms: float = 0.0
-
-
-def _echo(text: str) -> EchoPlan:
-    return EchoPlan(content=[TextContent(text=f"echo: {text}")])
-
-
-def _last_user_text(messages: Sequence[Message]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, UserMessage):
-            return text_of(message)
-    return ""
-
-
-def plan_echo(context: Context) -> EchoPlan:
-    """Decide the echo model's reply to `context` (directives in the module docstring)."""
-    messages = context.messages
-    if messages and isinstance(messages[-1], ToolResultMessage):
-        return _echo("".join(b.text for b in messages[-1].content if isinstance(b, TextContent)))
-    text = _last_user_text(messages)
-    match = _DIRECTIVE.match(text.strip())
-    if match is None:
-        return _echo(text)
-    name, rest = match.group("name"), (match.group("rest") or "").strip()
-    if name == "tool":
-        return _plan_tool(rest)
-    if name == "think":
-        return EchoPlan(content=[ThinkingContent(thinking=rest), TextContent(text=f"echo: {rest}")])
-    if name == "long":
-        if not rest.isdigit():
-            return EchoPlan(content=[], stop_reason="error", error_message="!long expects a number of words")
-        return EchoPlan(content=[TextContent(text=" ".join(f"w{i}" for i in range(1, int(rest) + 1)))])
-    if name == "error":
-        return EchoPlan(content=[], stop_reason="error", error_message=rest or "faux error")
-    if name == "sleep":
-        amount, _, remainder = rest.partition(" ")
-        try:
-            delay = float(amount)
-        except ValueError:
-            return EchoPlan(content=[], stop_reason="error", error_message="!sleep expects milliseconds")
-        plan = _echo(remainder.strip() or text)
-        plan.sleep_ms = max(0.0, delay)
-        return plan
-    return _echo(text)
-
-
-def _plan_tool(rest: str) -> EchoPlan:
-    name, _, raw_args = rest.partition(" ")
-    if not name:
-        return EchoPlan(content=[], stop_reason="error", error_message="!tool expects a tool name")
-    try:
-        arguments = json.loads(raw_args) if raw_args.strip() else {}
-    except ValueError as exc:
-        return EchoPlan(content=[], stop_reason="error", error_message=f"!tool arguments are not JSON: {exc}")
-    if not isinstance(arguments, dict):
-        return EchoPlan(
-            content=[], stop_reason="error", error_message="!tool arguments must be a JSON object"
-        )
-    return EchoPlan(content=[faux_tool_call(name, arguments)], stop_reason="toolUse")
-
-
-def _whole(text: str) -> list[str]:
-    return [text]
-
-
-def stream_faux(
-    model: Model, context: Context, options: StreamOptions | None = None
-) -> AssistantMessageEventStream:
-    """Stream function of the built-in ``faux`` API (``faux/echo``); never raises."""
-    opts = options if options is not None else StreamOptions()
-    stream = AssistantMessageEventStream()
-    return run_producer(stream, model, lambda: _produce_builtin(model, context, opts, stream))
-
-
-async def _produce_builtin(
-    model: Model, context: Context, options: StreamOptions, stream: AssistantMessageEventStream
-) -> None:
-    behaviour = (model.compat or {}).get("fauxBehavior", model.id)
-    if behaviour != ECHO_MODEL_ID:
-        await asyncio.sleep(0)
-        message = _error_message(
-            f"Unknown faux model: {model.id} (scripted faux models come from register_faux_provider)",
-            model.api,
-            model.provider,
-            model.id,
-        )
-        fail_stream(stream, message, options.on_event)
-        return
-    plan = plan_echo(context)
-    message = AssistantMessage(
-        content=plan.content,
-        api=model.api,
-        provider=model.provider,
-        model=model.id,
-        stop_reason=plan.stop_reason,
-        error_message=plan.error_message,
-    )
-    message = with_usage_estimate(message, context, options)
-    per_word_s = pace_ms(model) / 1000
-    pacing = Pacing(
-        split=split_words,
-        delay_s=lambda _chunk: per_word_s,
-        split_arguments=_whole,
-        initial_delay_s=plan.sleep_ms / 1000,
-    )
-    await Streamer(stream, message, options).run(pacing)
-
-
 __all__ = [
-    "DEFAULT_PACE_MS",
-    "ECHO_MODEL_ID",
     "FAUX_API",
     "FAUX_PROVIDER",
-    "PACE_ENV",
-    "EchoPlan",
     "FauxBlock",
     "FauxProvider",
     "FauxResponseFactory",
     "FauxState",
     "FauxStep",
+    "TokenSize",
+    "error_message",
     "estimate_tokens",
     "faux_assistant_message",
     "faux_text",
     "faux_thinking",
     "faux_tool_call",
-    "pace_ms",
-    "plan_echo",
+    "parse_token_size",
     "register_faux_provider",
     "serialize_context",
-    "split_words",
-    "stream_faux",
     "with_usage_estimate",
 ]

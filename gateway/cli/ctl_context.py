@@ -17,7 +17,7 @@ from typing import Any
 from gateway.cli.ctl_errors import CtlError, ExitCode, call_error, connect_error, dropped
 from gateway.cli.ctl_output import Output
 from gateway.cli.ctl_target import Target, resolve_target
-from gateway.client import CallError, ConnectError, GatewayClient, GatewayUnreachable
+from gateway.client import CallError, ConnectError, GatewayClient, GatewayUnreachable, MessageTooBig
 
 CLIENT_ID = "gatewayctl"
 SCOPES = ("operator.read", "operator.write", "operator.admin")
@@ -128,6 +128,11 @@ class Ctl:
             yield
         except CallError as exc:
             raise call_error(exc, method) from None
+        except MessageTooBig as exc:
+            raise CtlError(
+                f"cannot send {method}: {exc}",
+                hint="send less at once (the gateway's limit is [gateway] max_payload in its config)",
+            ) from None
         except ConnectError:
             raise dropped(self.target.url, f"waiting for {method}") from None
         except TimeoutError:

@@ -139,27 +139,38 @@ def event_line(frame: Mapping[str, Any]) -> Text:
 
 class ReplyPrinter:
     """The live view of a run for `sessions send`: the reply's text on stdout as it streams,
-    thinking, tool calls and the outcome on stderr (so `> file` captures the reply alone)."""
+    thinking, tool calls and the outcome on stderr (so `> file` captures the reply alone).
+
+    Thinking is a block of its own on a terminal: `thinking:` and the dimmed thoughts, then a
+    blank line before the reply (both on stderr, so stdout stays exactly the reply)."""
 
     def __init__(self, out: Output) -> None:
         self.out = out
         self.at_line_start = True
         self.shown_text = False
+        self.thinking = False
+        """A thinking block is open on stderr (its line is not ended yet)."""
 
     def show(self, frame: Mapping[str, Any]) -> None:
         payload = frame.get("payload") or {}
         name = str(frame.get("event", "")).removeprefix("session.")
         if name == "message.delta" and payload.get("kind") == "text":
-            self.out.stop_waiting()
             delta = str(payload.get("delta", ""))
             if delta:
+                self.out.stop_waiting()
+                self._end_thinking()
                 self.out.write(delta)
                 self.at_line_start = delta.endswith("\n")
                 self.shown_text = True
         elif name == "message.delta" and payload.get("kind") == "thinking":
             self.out.stop_waiting()
+            if not self.thinking:
+                self._end_line()
+                self.out.err.print(Text("thinking: ", style="dim bold"), end="")
+                self.thinking = True
             self.out.err.print(Text(str(payload.get("delta", "")), style="dim italic"), end="")
         elif name == "tool.started":
+            self._end_thinking()
             self._end_line()
             self.out.note(f"→ {event_detail(name, payload)}", style="yellow")
             self.out.start_waiting(f"running {payload.get('toolName')}")
@@ -169,14 +180,17 @@ class ReplyPrinter:
             self.out.note(f"← {event_detail(name, payload)}", style=style)
         elif name == "message.completed":
             message = payload.get("message") or {}
-            if message.get("role") == "assistant" and not self.at_line_start:
+            if message.get("role") == "assistant":
+                self._end_thinking()
                 self._end_line()
         elif name == "snapshot":
+            self._end_thinking()
             self._end_line()
             self.out.note(f"(resumed from a snapshot: {event_detail(name, payload)})")
 
     def finish(self, outcome: Mapping[str, Any]) -> None:
         self.out.stop_waiting()
+        self._end_thinking()
         self._end_line()
         status = outcome.get("status")
         summary = tokens_and_time(outcome)
@@ -185,6 +199,12 @@ class ReplyPrinter:
             return
         why = outcome.get("errorMessage") or outcome.get("terminationReason") or status
         self.out.note(f"✗ run {status}: {why}" + (f" · {summary}" if summary else ""), style="bold red")
+
+    def _end_thinking(self) -> None:
+        if self.thinking:
+            self.out.err.print()
+            self.out.err.print()
+            self.thinking = False
 
     def _end_line(self) -> None:
         if not self.at_line_start:

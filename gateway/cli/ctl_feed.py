@@ -65,7 +65,8 @@ class SessionFeed:
         return dict(answer)
 
     async def next(self, timeout: float | None = None) -> dict[str, Any] | None:
-        """The next frame to show, or None when `timeout` passes without one."""
+        """The next frame to show, or None when `timeout` passes without one. A reconnect starts
+        the wait over: the frames it replays are on their way, not missing."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             assert self.client is not None
@@ -75,6 +76,7 @@ class SessionFeed:
                 if not self.client.closed.is_set():
                     return None
                 await self._reconnect()
+                deadline = None if timeout is None else time.monotonic() + timeout
                 continue
             if frame.get("event") == "shutdown":
                 reason = (frame.get("payload") or {}).get("reason") or "shutting down"
@@ -85,7 +87,12 @@ class SessionFeed:
                 return frame
             if verdict is Verdict.GAP:
                 # The hub dropped some deltas for us: ask again from the last one shown.
-                await self._subscribe()
+                try:
+                    await self._subscribe()
+                except CtlError as exc:
+                    if exc.exit_code != ExitCode.UNREACHABLE:
+                        raise
+                    # The connection dropped meanwhile: the next read reconnects and resumes.
 
     async def _reconnect(self) -> None:
         assert self.client is not None

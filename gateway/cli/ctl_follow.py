@@ -18,8 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-ABORTED_REASONS = frozenset({"aborted", "interrupted", "gateway_shutdown"})
-
 
 class Verdict(enum.Enum):
     SHOW = "show"
@@ -44,6 +42,10 @@ class ResumeCursor:
         if self.last_seq is None:
             last = answer.get("lastSeq")
             self.last_seq = last if isinstance(last, int) else 0
+
+    def caught_up(self, seq: int) -> bool:
+        """Whether every event up to `seq` has been shown (or stood for by a snapshot)."""
+        return self.last_seq is not None and self.last_seq >= seq
 
     def verdict(self, frame: Mapping[str, Any]) -> Verdict:
         name = frame.get("event")
@@ -136,9 +138,13 @@ class RunFollower:
 
     def outcome(self) -> dict[str, Any]:
         """The run's result for `--json` and the exit code (needs `finished`)."""
+        # Imported here: the sessions package is heavy, and gatewayctl needs it only now.
+        from sessions.termination import TerminationReason
+
         finished = self.finished or {}
         reason = str(finished.get("terminationReason") or "")
-        status = "ok" if reason == "no_tool_calls" else ("aborted" if reason in ABORTED_REASONS else "error")
+        known = TerminationReason.parse(reason)
+        status = known.outcome.value if known is not None else "error"
         out: dict[str, Any] = {
             "runId": finished.get("runId") or self.input_key,
             "status": status,

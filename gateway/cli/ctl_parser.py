@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 from gateway import __version__
 from gateway.cli import ctl_sessions as sessions
 from gateway.cli import ctl_system as system
+from gateway.cli import ctl_tokens as tokens
 from gateway.cli.ctl_errors import ExitCode
 
 EXIT_CODES = """\
@@ -43,12 +44,59 @@ SESSION_STATUSES = ("idle", "running", "interrupted", "archived")
 QUEUE_MODES = ("steer", "followup", "collect", "interrupt")
 
 
+SECRET_OPTIONS = ("--token", "--password")
+"""Options whose value may well start with `-` (a generated token can)."""
+
+
 class CtlParser(argparse.ArgumentParser):
     """Usage errors in one line that says where to look, exit code 2."""
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+        hint = f"see `{self.prog} --help`"
+        for option in SECRET_OPTIONS:
+            if f"argument {option}:" in message:
+                hint = f"give a value that starts with - as {option}=VALUE"
+        self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {message} ({hint})\n")
+
+
+def option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option string of `parser` and its subcommands."""
+    found: set[str] = set()
+    for action in parser._actions:
+        found.update(action.option_strings)
+        if isinstance(action.choices, dict):
+            for sub in action.choices.values():
+                if isinstance(sub, argparse.ArgumentParser):
+                    found |= option_strings(sub)
+    return found
+
+
+def join_secret_values(argv: list[str], options: set[str]) -> list[str]:
+    """`--token -abc` as `--token=-abc`: argparse reads a separate value that starts with `-` as
+    an option and refuses it. A value that is one of our own options (`--token --json`: the
+    token was forgotten) is left alone for argparse to report."""
+    out: list[str] = []
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        if arg == "--":
+            out += argv[index:]
+            break
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        if (
+            arg in SECRET_OPTIONS
+            and following is not None
+            and following.startswith("-")
+            and following != "--"
+            and following.split("=", 1)[0] not in options
+        ):
+            out.append(f"{arg}={following}")
+            index += 2
+            continue
+        out.append(arg)
+        index += 1
+    return out
 
 
 def _positive(text: str) -> float:
@@ -152,6 +200,7 @@ def build_parser() -> CtlParser:
     )
     _config(builder, commands)
     _pairing(builder, commands)
+    _tokens(builder, commands)
     call = builder.leaf(
         commands,
         "call",
@@ -296,3 +345,26 @@ def _pairing(builder: _Builder, commands: Any) -> None:
         help="the channel the sender wrote from (optional; the code must belong to it)",
     )
     approve.add_argument("code", metavar="CODE", help="the code the sender was given")
+
+
+def _tokens(builder: _Builder, commands: Any) -> None:
+    group = builder.group(commands, "tokens", "named tokens with fewer rights than the root token")
+    create = builder.leaf(
+        group,
+        "create",
+        "create a token; prints its secret once",
+        tokens.tokens_create,
+        epilog="example:\n  gatewayctl tokens create dashboard-ro --scopes operator.read",
+    )
+    create.add_argument("name", metavar="NAME", help="its name: letters, digits, '.', '_', '-'")
+    create.add_argument(
+        "--scopes",
+        required=True,
+        metavar="SCOPES",
+        help="what it grants, comma-separated: operator.read, operator.write, operator.admin, ...",
+    )
+    builder.leaf(group, "list", "the named tokens, their scopes and open connections", tokens.tokens_list)
+    revoke = builder.leaf(
+        group, "revoke", "delete a token and close every connection using it", tokens.tokens_revoke
+    )
+    revoke.add_argument("name", metavar="NAME", help="the token's name")

@@ -70,34 +70,53 @@ def _opt(value: Any) -> str:
 
 
 def render_status(console: Console, status: Mapping[str, Any], url: str) -> None:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
+    """One `label  value` line per fact. Values are plain text (a hint such as `[agent_defaults]`
+    is printed as written, not read as markup) and lines are not padded, so a pipe gets exactly
+    the text."""
     slots = status.get("runSlots") or {}
     database = status.get("database") or {}
     sessions = status.get("sessions") or {}
     depths = status.get("queueDepths") or {}
     waiting = sum(v for v in depths.values() if isinstance(v, int))
-    grid.add_row("gateway", f"{url}  (version {status.get('version')}, pid {status.get('pid')})")
-    grid.add_row("uptime", duration(status.get("uptimeMs")))
-    grid.add_row("model", _opt(status.get("model")) or "none configured")
-    grid.add_row("connections", str(status.get("connections", "?")))
-    grid.add_row(
-        "sessions",
-        f"{sessions.get('count', '?')} stored · {status.get('liveSessions', '?')} live · "
-        f"{status.get('runsInFlight', '?')} run(s) in flight",
-    )
-    grid.add_row("run slots", f"{slots.get('active', '?')} active · {slots.get('waiting', '?')} waiting")
-    grid.add_row("queues", f"{waiting} input(s) waiting in {len(depths)} session(s)" if depths else "empty")
-    grid.add_row("journal", f"{status.get('journalPending', '?')} pending")
-    grid.add_row("database", f"{database.get('url') or '?'} ({size(database.get('sizeBytes'))})")
-    console.print(grid)
+    rows = [
+        ("gateway", f"{url}  (version {status.get('version')}, pid {status.get('pid')})"),
+        ("uptime", duration(status.get("uptimeMs"))),
+        ("model", _opt(status.get("model")) or "none configured"),
+        ("connections", str(status.get("connections", "?"))),
+        (
+            "sessions",
+            f"{sessions.get('count', '?')} stored · {status.get('liveSessions', '?')} live · "
+            f"{status.get('runsInFlight', '?')} run(s) in flight",
+        ),
+        ("run slots", f"{slots.get('active', '?')} active · {slots.get('waiting', '?')} waiting"),
+        ("queues", f"{waiting} input(s) waiting in {len(depths)} session(s)" if depths else "empty"),
+        ("journal", f"{status.get('journalPending', '?')} pending"),
+        ("database", f"{database.get('url') or '?'} ({size(database.get('sizeBytes'))})"),
+        ("sandbox", sandbox_line(status.get("sandbox"))),
+    ]
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        line = Text(f"{label:<{width}}", style="bold")
+        line.append(f"  {value}")
+        console.print(line, soft_wrap=True)
     if depths:
         table = Table("SESSION", "WAITING", title="queue depths", title_justify="left")
         for session_id, depth in sorted(depths.items(), key=lambda kv: -int(kv[1])):
             table.add_row(session_id, str(depth))
         console.print(table)
     render_channels(console, status.get("channels") or [])
+
+
+def sandbox_line(sandbox: Any) -> str:
+    """Which runner confines `bash`: `bwrap (mode auto, confined)`, or why there is none."""
+    if not isinstance(sandbox, Mapping):
+        return "?"
+    mode = sandbox.get("mode") or "?"
+    runner = sandbox.get("runner")
+    if runner in (None, "none"):
+        return f"none: bash is refused (mode {mode}; {sandbox.get('reason') or 'no runner works here'})"
+    state = "confined" if sandbox.get("confined") else "NOT CONFINED"
+    return f"{runner} (mode {mode}, {state})"
 
 
 def render_channels(console: Console, channels: Sequence[Mapping[str, Any]]) -> None:
@@ -135,7 +154,8 @@ def render_health(console: Console, health: Mapping[str, Any]) -> None:
     default = health.get("defaultAgentId")
     for agent in agents:
         mark = " (default)" if agent.get("agentId") == default else ""
-        console.print(f"agent {agent.get('agentId')}{mark}: model {agent.get('model') or 'none configured'}")
+        model = agent.get("model") or "none configured"
+        console.print(Text(f"agent {agent.get('agentId')}{mark}: model {model}"), soft_wrap=True)
     render_channels(console, health_channels(health))
 
 
@@ -246,7 +266,7 @@ def render_transcript(console: Console, history: Mapping[str, Any], *, full: boo
     in_flight = history.get("inFlightRun")
     if isinstance(in_flight, dict):
         console.print()
-        console.print(f"▌ running {in_flight.get('runId')}", style="bold yellow")
+        console.print(Text(f"▌ running {in_flight.get('runId')}", style="bold yellow"))
         if in_flight.get("text"):
             console.print(escape(str(in_flight["text"])) + "…")
 
@@ -309,7 +329,7 @@ def _head(text: str, lines: int = 20) -> str:
 
 def render_config(console: Console, config: Mapping[str, Any], path: str | None) -> None:
     """The configuration in TOML form (unset values as comments)."""
-    console.print(f"# config file: {path or 'none (built-in defaults and environment)'}", style="dim")
+    console.print(Text(f"# config file: {path or 'none (built-in defaults and environment)'}", style="dim"))
     scalars = {k: v for k, v in config.items() if not isinstance(v, dict | list)}
     for key, value in scalars.items():
         console.print(_toml_line(key, value))
@@ -318,7 +338,7 @@ def render_config(console: Console, config: Mapping[str, Any], path: str | None)
             _toml_table(console, key, value)
         elif isinstance(value, list) and all(isinstance(v, dict) for v in value) and value:
             for item in value:
-                console.print(f"\n[[{escape(key)}]]", style="bold", highlight=False)
+                console.print(Text(f"\n[[{key}]]", style="bold"))
                 for k, v in item.items():
                     console.print(_toml_line(k, v))
         elif isinstance(value, list):

@@ -55,6 +55,12 @@ async def sessions_tree(ctl: Ctl, args: argparse.Namespace) -> int:
 
 async def sessions_show(ctl: Ctl, args: argparse.Namespace) -> int:
     answer = await ctl.once("chat.history", {"sessionKey": args.key, "limit": args.limit})
+    if answer.get("sessionId") is None:  # a key no session uses (yet): its history is empty
+        raise CtlError(
+            f"no session uses {args.key}",
+            hint="see the sessions there are with `gatewayctl sessions list`",
+            code="NOT_FOUND",
+        )
     ctl.out.result(answer, lambda console: render_transcript(console, answer, full=args.full))
     return 0
 
@@ -98,7 +104,15 @@ async def sessions_branch(ctl: Ctl, args: argparse.Namespace) -> int:
         params["newKey"] = args.new_key
     if args.label:
         params["label"] = args.label
-    answer = await ctl.once("sessions.branch", params)
+    try:
+        answer = await ctl.once("sessions.branch", params)
+    except CtlError as exc:
+        if args.at and exc.code in ("NOT_FOUND", "INVALID_REQUEST") and "entry" in exc.message.lower():
+            exc.hint = (
+                f"find entry ids with `gatewayctl sessions show {args.key}` (each message header ends "
+                "with `entry <id>`)"
+            )
+        raise
     row = answer.get("session") or {}
     where = f"entry {row.get('branchPoint')}" if row.get("branchPoint") else "its start"
     _print(
@@ -194,13 +208,23 @@ async def sessions_send(ctl: Ctl, args: argparse.Namespace) -> int:
             await feed.open()
         queued = answer.get("queued")
         if queued:
-            ctl.out.note(f"{args.key} is busy: the message was {queued} into the run in flight")
+            ctl.out.note(busy_note(args.key, str(queued)))
         ctl.interrupt_hint = (
             f"the run goes on in the gateway: follow it with `gatewayctl sessions tail {args.key}`, "
             f"stop it with `gatewayctl sessions abort {args.key}`"
         )
         outcome = await _follow_run(ctl, feed, input_key, args.key)
     return 0 if outcome.get("status") == "ok" else int(ExitCode.FAILED)
+
+
+def busy_note(key: str, disposition: str) -> str:
+    """What became of a message sent while a run was in flight (`chat.send` answers `queued`:
+    `steered` or `followup`, the latter also for a message collected into one follow-up)."""
+    if disposition == "steered":
+        return f"{key} is busy: your message was passed to the run in flight, which reads it at its next step"
+    if disposition == "followup":
+        return f"{key} is busy: your message will run as a follow-up when the run in flight ends"
+    return f"{key} is busy: your message was accepted ({disposition})"
 
 
 async def _subscribe_if_exists(feed: SessionFeed) -> bool:
@@ -214,17 +238,30 @@ async def _subscribe_if_exists(feed: SessionFeed) -> bool:
 
 
 async def _follow_run(ctl: Ctl, feed: SessionFeed, input_key: str, key: str) -> dict[str, Any]:
-    """Show the run's events until it ends; its outcome (also printed as JSON with --json)."""
+    """Show the run's events until it ends; its outcome (also printed as JSON with --json).
+
+    The run ends with its `session.agent.finished` event. When no event of the session came for
+    a while, `agent.wait` is asked (an input rejected before it ran has no such event); when it
+    says the run is over, every event of the session up to its last seq is still shown first,
+    so the printed reply is the whole reply even when the feed was catching up after a
+    reconnect."""
     follower = RunFollower(input_key)
     printer = None if ctl.out.json_mode else ReplyPrinter(ctl.out)
     ctl.out.start_waiting(f"waiting for {key} to answer")
-    outcome: dict[str, Any] | None = None
+    waited: dict[str, Any] | None = None
+    until_seq: int | None = None
     quiet_since = time.monotonic()
-    while follower.finished is None and outcome is None:
+    while follower.finished is None:
+        if until_seq is not None and feed.cursor.caught_up(until_seq):
+            break
         frame = await feed.next(timeout=0.5)
         if frame is None:
-            if time.monotonic() - quiet_since >= POLL_AFTER_S:
-                outcome = await _ended_without_event(ctl, feed, input_key)
+            if waited is None and time.monotonic() - quiet_since >= POLL_AFTER_S:
+                waited = await _ended_without_event(ctl, feed, input_key)
+                if waited is not None:
+                    until_seq = await _session_last_seq(ctl, feed)
+                    if until_seq is None:
+                        waited = None  # the connection dropped: ask again once it is back
                 quiet_since = time.monotonic()
             continue
         quiet_since = time.monotonic()
@@ -233,7 +270,7 @@ async def _follow_run(ctl: Ctl, feed: SessionFeed, input_key: str, key: str) -> 
         mine = follower.mine(name, payload)
         if printer is not None and (mine or name == "session.snapshot"):
             printer.show(frame)
-    result = follower.outcome() if outcome is None else outcome
+    result = follower.outcome() if follower.finished is not None or waited is None else waited
     result.update({"sessionKey": key, "sessionId": feed.cursor.session_id})
     ctl.out.stop_waiting()
     if printer is not None:
@@ -256,6 +293,20 @@ async def _ended_without_event(ctl: Ctl, feed: SessionFeed, input_key: str) -> d
     if answer.get("status") in (None, "timeout", "in_flight"):
         return None
     return outcome_from_wait(answer, input_key)
+
+
+async def _session_last_seq(ctl: Ctl, feed: SessionFeed) -> int | None:
+    """The followed session's last `sessionSeq` now, None when the connection dropped."""
+    if feed.client is None or feed.cursor.session_id is None:
+        return None
+    try:
+        answer = await ctl.call(feed.client, "sessions.describe", {"sessionId": feed.cursor.session_id})
+    except CtlError as exc:
+        if exc.exit_code == ExitCode.UNREACHABLE:
+            return None
+        raise
+    last = answer.get("lastSeq")
+    return last if isinstance(last, int) else 0
 
 
 def _ended(frame: dict[str, Any], start_seq: int) -> bool:

@@ -16,11 +16,13 @@ import sys
 from gateway.cli.ctl_context import Ctl
 from gateway.cli.ctl_errors import CtlError, ExitCode
 from gateway.cli.ctl_output import Output
-from gateway.cli.ctl_parser import build_parser
+from gateway.cli.ctl_parser import build_parser, join_secret_values, option_strings
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    given = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(join_secret_values(given, option_strings(parser)))
     out = Output(json_mode=getattr(args, "json", False), color=not getattr(args, "no_color", False))
     ctl = Ctl(
         out,

@@ -5,7 +5,14 @@
 Flags override environment variables (GATEWAY_CONFIG, GATEWAY_HOME, GATEWAY_HOST, GATEWAY_PORT,
 GATEWAY_TOKEN, GATEWAY_MODEL, ...), which override the config file, which overrides the built-in
 defaults. Exit codes: 0 after a clean stop, 1 when the daemon cannot start (state directory in
-use, port taken, database unusable), 2 for bad usage or an invalid config file.
+use, port taken, database unusable), 2 for bad usage or an invalid config file, 128 + the signal
+number (130 for Ctrl-C) when a second signal stopped it without waiting.
+
+Stopping: the first SIGINT (Ctrl-C) or SIGTERM drains (runs get `[gateway] shutdown_grace_s`,
+the rest are aborted, the event log is flushed) and says on stderr how long it waits for how many
+runs. A second one stops the process at once; nothing acknowledged is lost, since everything a
+client was told is already in the database, and the next start closes the runs that were in
+flight exactly as it does after a crash.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import socket
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 import uvicorn
 
@@ -46,13 +53,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 class GatewayServer(uvicorn.Server):
-    """uvicorn, with our graceful stop on the first SIGTERM/SIGINT (a second one forces exit)."""
+    """uvicorn, with our graceful stop on the first SIGTERM/SIGINT and an immediate one on the
+    second (see the module docstring)."""
 
     def __init__(self, config: uvicorn.Config, gateway: Any) -> None:
         super().__init__(config)
         self.gateway = gateway
         self._draining: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._signalled = False
         self.startup_failed = False
 
     async def serve(self, sockets: Any = None) -> None:
@@ -65,13 +74,17 @@ class GatewayServer(uvicorn.Server):
             self.startup_failed = True
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self._draining is not None or self._loop is None or self.gateway.state is None:
+        if self._loop is None or self.gateway.state is None:
             super().handle_exit(sig, frame)
             return
+        if self._signalled:
+            stop_now(sig)
+        self._signalled = True
         self._loop.call_soon_threadsafe(self._start_drain)
 
     def _start_drain(self) -> None:
         if self._draining is None:
+            say(stopping_line(self.gateway))
             self._draining = asyncio.ensure_future(self._drain())
 
     async def _drain(self) -> None:
@@ -79,6 +92,34 @@ class GatewayServer(uvicorn.Server):
             await self.gateway.drain(reason="gateway stopping")
         finally:
             self.should_exit = True
+
+
+def stopping_line(gateway: Any) -> str:
+    """What the first Ctrl-C does, in one line: how long it waits for how many runs."""
+    runs = gateway.state.manager.running_count() if gateway.state is not None else 0
+    grace = gateway.config.gateway.shutdown_grace_s
+    if not runs:
+        return "gatewayd: stopping (press Ctrl-C again to stop at once)"
+    what, them = ("1 run", "it") if runs == 1 else (f"{runs} runs", "them")
+    return (
+        f"gatewayd: stopping: waiting up to {grace:g} s for {what} in flight to finish "
+        f"(press Ctrl-C again to stop at once; the next start then closes {them} as after a crash)"
+    )
+
+
+def stop_now(sig: int) -> NoReturn:
+    """The second signal: leave at once, as a crash would (the database is always consistent;
+    the next start closes the runs that were in flight)."""
+    say("gatewayd: stopping now without waiting; the runs in flight are closed when gatewayd next starts")
+    os._exit(128 + sig)
+
+
+def say(line: str) -> None:
+    """A line for the operator on stderr (the terminal), apart from the log. Also called from a
+    signal handler, which may interrupt a write to the same stream (RuntimeError: reentrant)."""
+    with contextlib.suppress(OSError, ValueError, RuntimeError):
+        sys.stdout.flush()
+        print(line, file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,26 +193,43 @@ def main(argv: list[str] | None = None) -> int:
         lock.release()
 
 
-async def _serve(
-    config: Any, token: str | None, password: str | None, token_note: str | None, env: dict[str, str]
-) -> int:
-    from gateway.app import Gateway, create_app
+def server_config(app: Any, config: Any, door: Any) -> uvicorn.Config:
+    """uvicorn's settings: HTTP/1.1 and the sans-I/O WebSocket protocol, both with the front
+    door (`gateway.door`) at accept. `proxy_headers` is off: the address a connection's limits
+    and logs name is the peer's own, never one a client wrote into `X-Forwarded-For`."""
+    from gateway.uvicorn_socket import door_protocols
 
-    gateway = Gateway(config, token=token, password=password, env=env)
-    app = create_app(gateway)
-    uv_config = uvicorn.Config(
+    http, ws = door_protocols(door)
+    return uvicorn.Config(
         app,
         host=config.gateway.host,
         port=config.gateway.port,
-        ws="websockets-sansio",
+        http=http,
+        ws=ws,
         ws_max_size=config.gateway.max_payload,
         ws_ping_interval=20.0,
         ws_ping_timeout=20.0,
+        proxy_headers=False,
         log_config=None,
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=5,
     )
+
+
+async def _serve(
+    config: Any, token: str | None, password: str | None, token_note: str | None, env: dict[str, str]
+) -> int:
+    from gateway.allocator import release_large_blocks
+    from gateway.app import Gateway, create_app, door_settings
+    from gateway.auth import is_wildcard_host
+    from gateway.door import Door
+
+    release_large_blocks()
+    door = Door(door_settings(config))
+    gateway = Gateway(config, token=token, password=password, env=env, door=door)
+    app = create_app(gateway)
+    uv_config = server_config(app, config, door)
     try:
         sock = _bind(config.gateway.host, config.gateway.port)
     except OSError as exc:
@@ -202,10 +260,17 @@ async def _serve(
         f"state directory: {config.home}",
         f"model: {state.directory.default_model_label() if state else '?'}",
     ]
+    if gateway.tools is not None:
+        lines.append(gateway.tools.banner())
     if token_note:
         lines.append(token_note)
     if problem:
         lines.append(f"warning: {problem}; runs will fail until one is configured")
+    if is_wildcard_host(config.gateway.host) and not config.gateway.allowed_hosts:
+        lines.append(
+            "warning: listening on every interface, but only loopback names are accepted in the Host "
+            "header; list the names clients use in gateway.allowed_hosts"
+        )
     print("\n".join(lines), flush=True)
     await serving
     return 0

@@ -1,55 +1,70 @@
-"""Method handlers by name, and the scope each requires."""
+"""Method handlers by name. Each `Route` names the params model its handler takes, which must be
+the method's model in `gateway.protocol.methods.METHODS` (the scope is there too)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
 from gateway.methods import chat_methods as chat
 from gateway.methods import sessions_methods as sess
+from gateway.methods import subscribe_methods as sub
 from gateway.methods import system_methods as system
-from gateway.methods.base import Call, ConnState, Handler, MethodError
+from gateway.methods import tokens_methods as tokens
+from gateway.methods.base import Call, ConnState, MethodError, Route
+from gateway.protocol import params as p
 
-READ, WRITE, ADMIN = "operator.read", "operator.write", "operator.admin"
+HANDLERS: Mapping[str, Route[Any]] = MappingProxyType(
+    {
+        "health": Route(p.EmptyParams, system.health),
+        "status": Route(p.EmptyParams, system.status),
+        "system-presence": Route(p.EmptyParams, system.system_presence),
+        "agents.list": Route(p.EmptyParams, system.agents_list),
+        "models.list": Route(p.ModelsListParams, system.models_list),
+        "commands.list": Route(p.CommandsListParams, system.commands_list),
+        "config.get": Route(p.EmptyParams, system.config_get),
+        "config.reload": Route(p.NativeEmptyParams, system.config_reload),
+        "channels.status": Route(p.ChannelsStatusParams, system.channels_status),
+        "pairing.list": Route(p.PairingListParams, system.pairing_list),
+        "pairing.approve": Route(p.PairingApproveParams, system.pairing_approve),
+        "tokens.create": Route(p.TokensCreateParams, tokens.tokens_create),
+        "tokens.list": Route(p.NativeEmptyParams, tokens.tokens_list),
+        "tokens.revoke": Route(p.TokensRevokeParams, tokens.tokens_revoke),
+        "question.list": Route(p.EmptyParams, system.question_list),
+        "plugin.approval.list": Route(p.EmptyParams, system.plugin_approval_list),
+        "sessions.list": Route(p.SessionsListParams, sess.sessions_list),
+        "sessions.describe": Route(p.SessionsDescribeParams, sess.sessions_describe),
+        "sessions.tree": Route(p.SessionsTreeParams, sess.sessions_tree),
+        "sessions.create": Route(p.SessionsCreateParams, sess.sessions_create),
+        "sessions.patch": Route(p.SessionsPatchParams, sess.sessions_patch),
+        "sessions.fork": Route(p.SessionsForkParams, sess.sessions_fork),
+        "sessions.branch": Route(p.SessionsBranchParams, sess.sessions_branch),
+        "sessions.switch": Route(p.SessionsSwitchParams, sess.sessions_switch),
+        "sessions.abort": Route(p.SessionsAbortParams, sess.sessions_abort),
+        "sessions.reset": Route(p.SessionsResetParams, sess.sessions_reset),
+        "sessions.delete": Route(p.SessionsDeleteParams, sess.sessions_delete),
+        "sessions.compact": Route(p.SessionsCompactParams, sess.sessions_compact),
+        "sessions.subscribe": Route(p.SessionsSubscribeParams, sub.sessions_subscribe),
+        "sessions.unsubscribe": Route(p.EmptyParams, sub.sessions_unsubscribe),
+        "sessions.messages.subscribe": Route(
+            p.SessionsMessagesSubscribeParams, sub.sessions_messages_subscribe
+        ),
+        "sessions.messages.unsubscribe": Route(
+            p.SessionsMessagesUnsubscribeParams, sub.sessions_messages_unsubscribe
+        ),
+        "sessions.events.subscribe": Route(p.SessionsEventsSubscribeParams, sub.sessions_events_subscribe),
+        "sessions.events.unsubscribe": Route(
+            p.SessionsEventsUnsubscribeParams, sub.sessions_events_unsubscribe
+        ),
+        "sessions.send": Route(p.SessionsSendParams, chat.sessions_send),
+        "chat.send": Route(p.ChatSendParams, chat.chat_send),
+        "chat.history": Route(p.ChatHistoryParams, chat.chat_history),
+        "chat.abort": Route(p.ChatAbortParams, chat.chat_abort),
+        "chat.inject": Route(p.ChatInjectParams, chat.chat_inject),
+        "agent": Route(p.AgentParams, chat.agent),
+        "agent.wait": Route(p.AgentWaitParams, chat.agent_wait),
+    }
+)
 
-HANDLERS: dict[str, tuple[Handler, str]] = {
-    "health": (system.health, READ),
-    "status": (system.status, READ),
-    "system-presence": (system.system_presence, READ),
-    "agents.list": (system.agents_list, READ),
-    "models.list": (system.models_list, READ),
-    "commands.list": (system.commands_list, READ),
-    "config.get": (system.config_get, READ),
-    "config.reload": (system.config_reload, ADMIN),
-    "channels.status": (system.channels_status, READ),
-    "pairing.list": (system.pairing_list, ADMIN),
-    "pairing.approve": (system.pairing_approve, ADMIN),
-    "question.list": (system.question_list, "operator.questions"),
-    "plugin.approval.list": (system.plugin_approval_list, "operator.approvals"),
-    "sessions.list": (sess.sessions_list, READ),
-    "sessions.describe": (sess.sessions_describe, READ),
-    "sessions.tree": (sess.sessions_tree, READ),
-    "sessions.subscribe": (sess.sessions_subscribe, READ),
-    "sessions.unsubscribe": (sess.sessions_unsubscribe, READ),
-    "sessions.messages.subscribe": (sess.sessions_messages_subscribe, READ),
-    "sessions.messages.unsubscribe": (sess.sessions_messages_unsubscribe, READ),
-    "sessions.events.subscribe": (sess.sessions_events_subscribe, READ),
-    "sessions.events.unsubscribe": (sess.sessions_events_unsubscribe, READ),
-    "sessions.create": (sess.sessions_create, WRITE),
-    "sessions.send": (chat.sessions_send, WRITE),
-    "sessions.patch": (sess.sessions_patch, WRITE),
-    "sessions.fork": (sess.sessions_branch, WRITE),
-    "sessions.branch": (sess.sessions_branch, WRITE),
-    "sessions.switch": (sess.sessions_switch, WRITE),
-    "sessions.abort": (sess.sessions_abort, WRITE),
-    "sessions.reset": (sess.sessions_reset, ADMIN),
-    "sessions.delete": (sess.sessions_delete, ADMIN),
-    "sessions.compact": (sess.sessions_compact, ADMIN),
-    "chat.send": (chat.chat_send, WRITE),
-    "chat.history": (chat.chat_history, READ),
-    "chat.abort": (chat.chat_abort, WRITE),
-    "chat.inject": (chat.chat_inject, ADMIN),
-    "agent": (chat.agent, WRITE),
-    "agent.wait": (chat.agent_wait, WRITE),
-}
-
-METHOD_SCOPES: dict[str, str] = {name: scope for name, (_, scope) in HANDLERS.items()}
-
-__all__ = ["HANDLERS", "METHOD_SCOPES", "Call", "ConnState", "Handler", "MethodError"]
+__all__ = ["HANDLERS", "Call", "ConnState", "MethodError", "Route"]

@@ -1,16 +1,27 @@
-"""What a method handler receives and how it fails."""
+"""What a method handler receives and how it fails.
+
+A handler is `async def handler(call: Call, params: SomeParams) -> payload`: `params` is the
+request's params already validated against the method's model (`gateway.protocol.methods`), so
+handlers read typed attributes, never the raw dict. `Route` pairs a handler with its params
+model; the method table checks the pairing against `METHODS`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from sessions.errors import NotFound, SessionsError
+from pydantic import BaseModel
+
+from gateway.protocol.codes import ErrorCode
+from sessions.errors import NotFound, SessionsError, StoreError
 
 if TYPE_CHECKING:
-    from gateway.hub import Outlet
+    from gateway.outlet import Outlet
     from gateway.state import GatewayState
+
+P = TypeVar("P", bound=BaseModel)
 
 
 class MethodError(Exception):
@@ -34,15 +45,21 @@ class MethodError(Exception):
 
 
 def invalid(method: str, what: str) -> MethodError:
-    return MethodError("INVALID_REQUEST", f"invalid {method} params: {what}")
+    return MethodError(ErrorCode.INVALID_REQUEST, f"invalid {method} params: {what}")
 
 
 def from_sessions_error(exc: SessionsError) -> MethodError:
+    """The answer for a failure of `sessions`: NOT_FOUND, retryable UNAVAILABLE, INTERNAL for a
+    store failure a retry will not fix, INVALID_REQUEST for the rest (the request's fault)."""
     if isinstance(exc, NotFound):
-        return MethodError("NOT_FOUND", str(exc))
+        return MethodError(ErrorCode.NOT_FOUND, str(exc))
     if exc.retryable:
-        return MethodError("UNAVAILABLE", str(exc), retryable=True, retry_after_ms=exc.retry_after_ms or 1000)
-    return MethodError("INVALID_REQUEST", str(exc))
+        return MethodError(
+            ErrorCode.UNAVAILABLE, str(exc), retryable=True, retry_after_ms=exc.retry_after_ms or 1000
+        )
+    if isinstance(exc, StoreError):
+        return MethodError(ErrorCode.INTERNAL, f"internal error: {exc}", retryable=False)
+    return MethodError(ErrorCode.INVALID_REQUEST, str(exc))
 
 
 @dataclass(eq=False)
@@ -59,36 +76,28 @@ class ConnState:
 
 @dataclass(eq=False)
 class Call:
+    """One request as its handler sees it (the params come separately, typed)."""
+
     state: GatewayState
     conn: ConnState
     id: str
     method: str
-    params: dict[str, Any]
     respond_later: Callable[[Any | None, MethodError | None], None] | None = None
+    """Answer the same request id again later (`agent`'s final answer)."""
     after_response: Callable[[], None] | None = None
     """Run right after the response is queued (resume replays go after the answer)."""
 
-    def str_param(self, *names: str, required: bool = True, default: str | None = None) -> str | None:
-        for name in names:
-            value = self.params.get(name)
-            if value is None:
-                continue
-            if not isinstance(value, str) or not value:
-                raise invalid(self.method, f"{name} must be a non-empty string")
-            return value
-        if required:
-            raise invalid(self.method, f"{names[0]} is required")
-        return default
 
-    def int_param(self, name: str, *, default: int, minimum: int = 0, maximum: int = 10_000) -> int:
-        value = self.params.get(name, default)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise invalid(self.method, f"{name} must be an integer")
-        if value < minimum or value > maximum:
-            raise invalid(self.method, f"{name} must be between {minimum} and {maximum}")
-        return value
+@dataclass(frozen=True, slots=True)
+class Route(Generic[P]):
+    """A handler and the params model it takes."""
 
+    params: type[P]
+    handler: Callable[[Call, P], Awaitable[Any]]
 
-Handler = Callable[[Call], Awaitable[Any]]
+    async def __call__(self, call: Call, params: BaseModel) -> Any:
+        """Run the handler. Raises TypeError when `params` is not of the route's model (the
+        method table and `METHODS` disagree: a bug)."""
+        if not isinstance(params, self.params):
+            raise TypeError(f"{call.method} got {type(params).__name__}, expects {self.params.__name__}")
+        return await self.handler(call, params)

@@ -4,71 +4,54 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import time
 from typing import Any
 
 from agent_core import ImageContent, TextContent, UserMessage
 from gateway.methods.base import Call, MethodError, from_sessions_error, invalid
-from gateway.methods.sessions_methods import QUEUE_MODES, resolve_session
+from gateway.methods.lookup import first_key, session_named, session_of_key
+from gateway.protocol import params as p
 from gateway.rows import session_row
-from sessions.errors import SessionsError
-from sessions.manager import SubmitResult
-from sessions.records import RunRecord
+from sessions import WAITING_INPUT_STATUSES, RunRecord, SessionRecord, SessionsError, SubmitResult
+from sessions.ids import new_id
 
-MAX_WAIT_MS = 24 * 3600 * 1000
-_PENDING_INPUTS = ("queued", "followup", "steered")
-"""Input states of messages accepted but not yet part of the transcript."""
+MAX_IDEMPOTENCY_KEY = 200
 
 
-def _message_param(call: Call) -> UserMessage:
-    message = call.params.get("message")
-    attachments = call.params.get("attachments") or []
-    if isinstance(message, dict):
-        text = message.get("text") or message.get("content")
-        if isinstance(text, list):
-            text = " ".join(str(b.get("text", "")) for b in text if isinstance(b, dict))
-        message = text
-    if not isinstance(message, str) or not message.strip():
-        raise invalid(call.method, "message must be a non-empty string")
-    content: list[TextContent | ImageContent] = [TextContent(text=message)]
-    if not isinstance(attachments, list):
-        raise invalid(call.method, "attachments must be a list")
-    for index, item in enumerate(attachments):
-        if not isinstance(item, dict):
-            raise invalid(call.method, f"attachments[{index}] must be an object")
+def _user_message(method: str, text: str, attachments: list[dict[str, Any]] | None) -> UserMessage:
+    if not text.strip():
+        raise invalid(method, "message must be a non-empty string")
+    content: list[TextContent | ImageContent] = [TextContent(text=text)]
+    for index, item in enumerate(attachments or []):
         data = item.get("content") or item.get("data")
         mime = item.get("mimeType") or item.get("mime_type")
         if not isinstance(data, str) or not isinstance(mime, str) or not mime.startswith("image/"):
-            raise invalid(call.method, f"attachments[{index}] needs base64 content and an image mimeType")
+            raise invalid(method, f"attachments[{index}] needs base64 content and an image mimeType")
         content.append(ImageContent(data=data, mime_type=mime))
     return UserMessage(content=content)
 
 
-def _queue_mode(call: Call) -> str | None:
-    mode = call.params.get("queueMode")
-    if mode is None:
-        return None
-    if mode not in QUEUE_MODES:
-        raise invalid(call.method, f"queueMode must be one of {', '.join(QUEUE_MODES)}")
-    return str(mode)
-
-
-def _source(call: Call) -> dict[str, Any]:
-    return {"connId": call.conn.conn_id, "client": call.conn.client.get("id"), "method": call.method}
-
-
-async def _submit(call: Call, key: str, *, agent_id: str | None = None) -> SubmitResult:
-    idem = call.str_param("idempotencyKey")
-    assert idem is not None
-    if len(idem) > 200:
-        raise invalid(call.method, "idempotencyKey must be at most 200 characters")
-    message = _message_param(call)
-    mode = _queue_mode(call)
+async def _submit(
+    call: Call,
+    key: str,
+    message: UserMessage,
+    idempotency_key: str,
+    *,
+    queue_mode: str | None = None,
+    agent_id: str | None = None,
+) -> SubmitResult:
+    if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
+        raise invalid(call.method, f"idempotencyKey must be at most {MAX_IDEMPOTENCY_KEY} characters")
     manager = call.state.manager
+    source = {"connId": call.conn.conn_id, "client": call.conn.client.get("id"), "method": call.method}
     try:
         session = await manager.ensure_session(key, agent_id=agent_id)
         result = await manager.submit(
-            session=session, message=message, idempotency_key=idem, queue_mode=mode, source=_source(call)
+            session=session,
+            message=message,
+            idempotency_key=idempotency_key,
+            queue_mode=queue_mode,
+            source=source,
         )
     except SessionsError as exc:
         raise from_sessions_error(exc) from exc
@@ -88,51 +71,53 @@ def _answer(result: SubmitResult) -> dict[str, Any]:
     return out
 
 
-async def chat_send(call: Call) -> Any:
-    key = call.str_param("sessionKey", "key")
-    assert key is not None
-    return _answer(await _submit(call, key))
+async def chat_send(call: Call, params: p.ChatSendParams) -> Any:
+    message = _user_message(call.method, params.message, params.attachments)
+    result = await _submit(
+        call, params.session_key, message, params.idempotency_key, queue_mode=params.queue_mode
+    )
+    return _answer(result)
 
 
-async def sessions_send(call: Call) -> Any:
-    key = call.str_param("key", "sessionKey")
-    assert key is not None
-    if "idempotencyKey" not in call.params:
-        from sessions.ids import new_id
-
-        call.params["idempotencyKey"] = new_id()
-    return _answer(await _submit(call, key))
+async def sessions_send(call: Call, params: p.SessionsSendParams) -> Any:
+    message = _user_message(call.method, params.message, params.attachments)
+    result = await _submit(call, params.key, message, params.idempotency_key or new_id())
+    return _answer(result)
 
 
-async def chat_history(call: Call) -> Any:
-    record = await resolve_session(call, key_names=("sessionKey", "key"))
-    limit = call.int_param("limit", default=200, minimum=1, maximum=5000)
-    cursor = call.params.get("cursor")
+async def chat_history(call: Call, params: p.ChatHistoryParams) -> Any:
+    """The transcript, newest `limit` messages first page. A key no session has used yet has an
+    empty history (the session appears when the key is first used)."""
+    limit = params.limit if params.limit is not None else 200
     skip = 0
-    if cursor is not None:
+    if params.cursor is not None:
         try:
-            skip = int(str(cursor))
+            skip = int(params.cursor)
         except ValueError as exc:
             raise invalid(call.method, "cursor must come from a previous chat.history answer") from exc
+    if params.session_id is not None:
+        record: SessionRecord | None = await session_named(call, session_id=params.session_id)
+    else:
+        record = await session_of_key(call, params.session_key)
+    if record is None:
+        return _empty_history(params.session_key)
     try:
-        entries = await call.state.store.transcript(record.id)
+        # Only the page is read from the database; the rest of the transcript is counted.
+        entries, total = await call.state.store.transcript.message_page(record.id, skip=skip, limit=limit)
+        # Accepted and not part of a run yet, so not in the transcript either.
+        pending = await call.state.store.inputs.with_status(WAITING_INPUT_STATUSES, session_id=record.id)
     except SessionsError as exc:
         raise from_sessions_error(exc) from exc
-    messages = []
+    page = []
     for entry in entries:
-        if entry.kind != "message":
-            continue
-        payload = entry.payload if isinstance(entry.payload, dict) else json.loads(entry.payload)
-        payload = dict(payload)
+        payload = dict(entry.payload)
         payload["__gateway"] = {"id": entry.id, "sessionId": entry.session_id, "position": entry.position}
-        messages.append(payload)
-    end = max(0, len(messages) - skip)
+        page.append(payload)
+    end = max(0, total - skip)
     start = max(0, end - limit)
-    page = messages[start:end]
     manager = call.state.manager
-    pending = await call.state.store.inputs_with_status(list(_PENDING_INPUTS), session_id=record.id)
     answer: dict[str, Any] = {
-        "sessionKey": (record.keys or [None])[0],
+        "sessionKey": first_key(record),
         "sessionId": record.id,
         "messages": page,
         "pendingInputs": {
@@ -143,7 +128,7 @@ async def chat_history(call: Call) -> Any:
             "total": len(pending),
         },
         "hasMore": start > 0,
-        "totalMessages": len(messages),
+        "totalMessages": total,
         "sessionInfo": session_row(record, manager),
     }
     if start > 0:
@@ -154,35 +139,42 @@ async def chat_history(call: Call) -> Any:
     return answer
 
 
-async def chat_abort(call: Call) -> Any:
-    record = await resolve_session(call, key_names=("sessionKey", "key"))
-    run_id = call.str_param("runId", required=False)
-    aborted = await call.state.manager.abort(record.id, reason="aborted", run_id=run_id)
+def _empty_history(key: str) -> dict[str, Any]:
+    return {
+        "sessionKey": key,
+        "sessionId": None,
+        "messages": [],
+        "pendingInputs": {"items": [], "total": 0},
+        "hasMore": False,
+        "totalMessages": 0,
+        "sessionInfo": None,
+    }
+
+
+async def chat_abort(call: Call, params: p.ChatAbortParams) -> Any:
+    record = await session_named(call, key=params.session_key, session_id=params.session_id)
+    aborted = await call.state.manager.abort(record.id, run_id=params.run_id)
     return {"ok": True, "aborted": bool(aborted), "runIds": aborted}
 
 
-async def chat_inject(call: Call) -> Any:
-    record = await resolve_session(call, key_names=("sessionKey", "key"))
-    text = call.params.get("message") or call.params.get("text")
-    if not isinstance(text, str) or not text:
-        raise invalid(call.method, "message must be a non-empty string")
-    role = call.params.get("role", "assistant")
-    if role not in ("user", "assistant"):
-        raise invalid(call.method, "role must be user or assistant")
+async def chat_inject(call: Call, params: p.ChatInjectParams) -> Any:
+    record = await session_named(call, key=params.session_key)
     try:
-        entry_id = await call.state.manager.inject(record.id, text=text, role=role)
+        entry_id = await call.state.manager.inject(
+            record.id, text=params.message, role=params.role or "assistant"
+        )
     except SessionsError as exc:
         raise from_sessions_error(exc) from exc
     return {"ok": True, "messageId": entry_id}
 
 
-async def agent(call: Call) -> Any:
+async def agent(call: Call, params: p.AgentParams) -> Any:
     """Answers twice on one id: `accepted` now, the final outcome when the run ends."""
-    key = call.str_param("sessionKey", "key", required=False)
-    agent_id = call.str_param("agentId", required=False)
-    if key is None:
-        key = f"agent:{agent_id or 'main'}:main"
-    result = await _submit(call, key, agent_id=agent_id)
+    if params.session_key == "":
+        raise invalid(call.method, "sessionKey must be a non-empty string")
+    key = params.session_key or f"agent:{params.agent_id or 'main'}:main"
+    message = _user_message(call.method, params.message, params.attachments)
+    result = await _submit(call, key, message, params.idempotency_key, agent_id=params.agent_id)
     if result.status not in ("started", "in_flight"):
         return {**_answer(result), "status": result.status}
     respond = call.respond_later
@@ -190,7 +182,7 @@ async def agent(call: Call) -> Any:
 
     async def finish() -> None:
         outcome = await state.manager.wait_run(result.run_id, None)
-        final = _final(result.run_id, outcome, await state.store.get_run(result.run_id))
+        final = _final(result.run_id, outcome, await state.store.runs.get(result.run_id))
         if respond is None:
             return
         if final["status"] == "error":
@@ -201,31 +193,31 @@ async def agent(call: Call) -> Any:
         else:
             respond(final, None)
 
-    task = asyncio.ensure_future(finish())
-    state.track(task)
-    session = result.session
+    state.background.spawn(finish(), name=f"agent-final-{result.run_id}")
     return {
         "runId": result.run_id,
         "sessionKey": key,
-        "agentId": session.agent_id,
+        "agentId": result.session.agent_id,
         "status": "accepted",
         "acceptedAt": _now(),
     }
 
 
-async def agent_wait(call: Call) -> Any:
-    run_id = call.str_param("runId")
-    assert run_id is not None
-    timeout_ms = call.int_param("timeoutMs", default=30_000, minimum=0, maximum=MAX_WAIT_MS)
+async def agent_wait(call: Call, params: p.AgentWaitParams) -> Any:
+    run_id = params.run_id
+    timeout_ms = params.timeout_ms if params.timeout_ms is not None else 30_000
     outcome = None
     with contextlib.suppress(asyncio.TimeoutError):
         outcome = await call.state.manager.wait_run(run_id, timeout_ms / 1000)
     store = call.state.store
-    if outcome is None:
-        if await store.get_input(run_id) is None and await store.get_run(run_id) is None:
-            raise MethodError("NOT_FOUND", f"unknown run: {run_id}")
-        return {"runId": run_id, "status": "timeout"}
-    return _final(run_id, outcome, await store.get_run(str(outcome.get("runId") or run_id)))
+    try:
+        if outcome is None:
+            if await store.inputs.get(run_id) is None and await store.runs.get(run_id) is None:
+                raise MethodError("NOT_FOUND", f"unknown run: {run_id}")
+            return {"runId": run_id, "status": "timeout"}
+        return _final(run_id, outcome, await store.runs.get(str(outcome.get("runId") or run_id)))
+    except SessionsError as exc:
+        raise from_sessions_error(exc) from exc
 
 
 def _final(run_id: str, outcome: dict[str, Any] | None, run: RunRecord | None = None) -> dict[str, Any]:
@@ -254,6 +246,4 @@ def _final(run_id: str, outcome: dict[str, Any] | None, run: RunRecord | None = 
 
 
 def _now() -> int:
-    import time
-
     return int(time.time() * 1000)

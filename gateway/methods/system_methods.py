@@ -5,23 +5,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.methods.base import Call, MethodError, invalid
+from gateway.errors import ConfigError
+from gateway.methods.base import Call, MethodError
+from gateway.protocol import params as p
+from gateway.protocol.methods import METHODS
 
 
-async def health(call: Call) -> Any:
+async def health(call: Call, params: p.EmptyParams) -> Any:
     return await call.state.health_snapshot()
 
 
-async def status(call: Call) -> Any:
+async def status(call: Call, params: p.EmptyParams) -> Any:
     return await call.state.status_snapshot()
 
 
-async def system_presence(call: Call) -> Any:
+async def system_presence(call: Call, params: p.EmptyParams) -> Any:
     """The presence entries, a bare list as OpenClaw answers it."""
     return call.state.presence_list()
 
 
-async def agents_list(call: Call) -> Any:
+async def agents_list(call: Call, params: p.EmptyParams) -> Any:
     agents = []
     for profile in call.state.directory.profiles():
         agents.append(
@@ -38,7 +41,7 @@ async def agents_list(call: Call) -> Any:
     return {"defaultAgentId": call.state.directory.default_agent_id, "agents": agents}
 
 
-async def models_list(call: Call) -> Any:
+async def models_list(call: Call, params: p.ModelsListParams) -> Any:
     from agent_core.models import list_models
 
     models = []
@@ -60,19 +63,15 @@ async def models_list(call: Call) -> Any:
     return {"models": models}
 
 
-async def commands_list(call: Call) -> Any:
-    from gateway.methods import METHOD_SCOPES
-
-    return {"commands": [{"name": name, "scope": scope} for name, scope in sorted(METHOD_SCOPES.items())]}
+async def commands_list(call: Call, params: p.CommandsListParams) -> Any:
+    return {"commands": [{"name": name, "scope": spec.scope.value} for name, spec in sorted(METHODS.items())]}
 
 
-async def config_get(call: Call) -> Any:
+async def config_get(call: Call, params: p.EmptyParams) -> Any:
     return {"config": call.state.redacted_config(), "path": call.state.config_path}
 
 
-async def config_reload(call: Call) -> Any:
-    from gateway.errors import ConfigError
-
+async def config_reload(call: Call, params: p.NativeEmptyParams) -> Any:
     try:
         result = await call.state.reload_config()
     except ConfigError as exc:
@@ -85,35 +84,29 @@ async def config_reload(call: Call) -> Any:
     }
 
 
-async def question_list(call: Call) -> Any:
+async def question_list(call: Call, params: p.EmptyParams) -> Any:
     """The OpenClaw TUI asks on start; the gateway has no pending questions."""
     return {"questions": []}
 
 
-async def plugin_approval_list(call: Call) -> Any:
+async def plugin_approval_list(call: Call, params: p.EmptyParams) -> Any:
     """The OpenClaw TUI asks on start; the gateway has no plugin approvals."""
     return {"approvals": []}
 
 
-async def channels_status(call: Call) -> Any:
+async def channels_status(call: Call, params: p.ChannelsStatusParams) -> Any:
     return {"channels": call.state.channels_status()}
 
 
-async def pairing_list(call: Call) -> Any:
+async def pairing_list(call: Call, params: p.PairingListParams) -> Any:
     return {"requests": await call.state.pairing_list()}
 
 
-async def pairing_approve(call: Call) -> Any:
-    code = call.params.get("code")
-    if not isinstance(code, str) or not code:
-        raise invalid(call.method, "code is required")
-    channel, account_id = call.params.get("channel"), call.params.get("accountId")
+async def pairing_approve(call: Call, params: p.PairingApproveParams) -> Any:
     approved = await call.state.pairing_approve(
-        code,
-        channel=channel if isinstance(channel, str) else None,
-        account_id=account_id if isinstance(account_id, str) else None,
+        params.code, channel=params.channel, account_id=params.account_id
     )
     if approved is None:
-        where = f" for {channel}" if isinstance(channel, str) else ""
-        raise MethodError("NOT_FOUND", f"no pending pairing request{where} with code {code}")
+        where = f" for {params.channel}" if params.channel is not None else ""
+        raise MethodError("NOT_FOUND", f"no pending pairing request{where} with code {params.code}")
     return {"ok": True, "approved": approved}

@@ -2,15 +2,15 @@
 
 Modules: `frames` (parse requests, serialise responses and events), `codes` (error, detail and
 close codes), `handshake` (challenge, connect validation, hello-ok), `methods` (method table,
-scopes, params validation), `params` (params models), `events` (session events and their native
-`session.*` form), `compat` (the same events as OpenClaw `agent` / `chat` payloads).
+scopes, params validation), `params` (params models), `events` (session events in every wire
+shape: native `session.*`, `session.message`, and through `compat` OpenClaw's `agent` / `chat`).
 """
 
 from __future__ import annotations
 
 from gateway.protocol.codes import PROTOCOL_VERSION, CloseCode, DetailCode, ErrorCode, ErrorShape
 from gateway.protocol.compat import CompatPayloads, RunStream, render_compat
-from gateway.protocol.events import SessionEvent, render_native
+from gateway.protocol.events import EventRenderer, RenderedEvent
 from gateway.protocol.frames import (
     EventTemplate,
     FrameParser,
@@ -51,21 +51,21 @@ __all__ = [
     "DetailCode",
     "ErrorCode",
     "ErrorShape",
+    "EventRenderer",
     "EventTemplate",
     "FrameParser",
     "InvalidParams",
     "ProtocolViolation",
+    "RenderedEvent",
     "Request",
     "RunStream",
     "Scope",
-    "SessionEvent",
     "build_hello_ok",
     "encode_event_template",
     "event_frame",
     "make_challenge",
     "missing_scope_error",
     "render_compat",
-    "render_native",
     "response_error",
     "response_ok",
     "scope_allows",

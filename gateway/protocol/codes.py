@@ -25,7 +25,11 @@ class ErrorCode(StrEnum):
     FORBIDDEN = "FORBIDDEN"
     """The connection lacks the scope the method needs (`details.code` MISSING_SCOPE)."""
     UNAVAILABLE = "UNAVAILABLE"
-    """Busy, starting or failing internally; usually `retryable` with `retryAfterMs`."""
+    """Busy, starting or stopping; usually `retryable` with `retryAfterMs`."""
+    INTERNAL = "INTERNAL"
+    """The gateway failed unexpectedly (a bug or damaged state; its log has the details). Never
+    `retryable`: the same request would fail the same way. Not in OpenClaw's set (it answers
+    `UNAVAILABLE` without `retryable`); the schema allows any code and clients show the message."""
     NOT_FOUND = "NOT_FOUND"
     """An unknown session, run or entry."""
     NOT_PAIRED = "NOT_PAIRED"

@@ -1,8 +1,10 @@
 """Pure renderers of session events in OpenClaw's shapes: `agent`, `chat`, `session.message`,
 `sessions.changed`, as the captured real frames shape them.
 
-`agent` and `chat` need a little per-run state (the per-run `seq`, the start time, the text so
-far): a `RunStream`, which the caller creates when a run starts and drops when it ends.
+`agent` and `chat` are rendered from the one session-event model (`sessions.SessionEvent` and its
+typed payload) and need a little per-run state (the per-run `seq`, the start time, the text so
+far): a `RunStream`, which the caller creates when a run starts and drops when it ends
+(`gateway.protocol.events.EventRenderer` does both).
 """
 
 from __future__ import annotations
@@ -11,16 +13,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.protocol.events import (
+from sessions import (
     AgentFinished,
     AgentStarted,
     MessageCompleted,
     MessageDelta,
     MessageStarted,
     SessionEvent,
+    TerminationReason,
     ToolFinished,
     ToolStarted,
     ToolUpdated,
+)
+
+#: Payload types OpenClaw clients see something of (the others never touch a `RunStream`).
+RUN_PAYLOADS = (
+    AgentStarted,
+    MessageStarted,
+    MessageDelta,
+    MessageCompleted,
+    ToolStarted,
+    ToolUpdated,
+    ToolFinished,
+    AgentFinished,
 )
 
 
@@ -114,9 +129,9 @@ def render_compat(event: SessionEvent, run: RunStream) -> CompatPayloads | None:
             run.text = ""
         return None
     if isinstance(data, MessageDelta):
-        if data.delta_kind != "text":
+        if data.kind != "text":
             return None
-        run.text = data.text if data.text is not None else run.text + data.delta
+        run.text += data.delta
         agent = _agent_payload(run, "assistant", {"text": run.text, "delta": data.delta}, ts)
         chat = _chat_payload(run, "delta", deltaText=data.delta, message=_text_message(run.text, ts))
         return CompatPayloads(agent=agent, chat=chat, droppable=True)
@@ -137,7 +152,7 @@ def render_compat(event: SessionEvent, run: RunStream) -> CompatPayloads | None:
             "phase": "update",
             "name": data.tool_name,
             "toolCallId": data.tool_call_id,
-            "partialResult": data.partial,
+            "partialResult": data.partial_result,
         }
         return CompatPayloads(
             agent=_agent_payload(run, "tool", tool_data, ts), chat=None, tool=True, droppable=True
@@ -156,17 +171,14 @@ def render_compat(event: SessionEvent, run: RunStream) -> CompatPayloads | None:
     return None
 
 
-_ABORT_REASONS = frozenset({"aborted", "interrupted", "gateway_shutdown", "cancelled"})
-
-
 def _render_finished(data: AgentFinished, run: RunStream, ts: int) -> CompatPayloads:
     times: dict[str, Any] = {}
     if run.started_at is not None:
         times["startedAt"] = run.started_at
     times["endedAt"] = ts
-    aborted = data.termination_reason in _ABORT_REASONS or data.stop_reason == "aborted"
+    aborted = data.termination_reason.aborted or data.stop_reason == "aborted"
     failed = not aborted and (
-        data.termination_reason in ("error", "timeout")
+        data.termination_reason is TerminationReason.ERROR
         or data.stop_reason == "error"
         or data.error_message is not None
     )

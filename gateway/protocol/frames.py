@@ -6,7 +6,8 @@ It never raises for any input. The serialisers produce compact JSON text frames.
 
 For fan-out, `encode_event_template` serialises an event once; `EventTemplate.with_seq` then makes
 each connection's frame by splicing that connection's `seq` into the pre-serialised text, so the
-payload is never serialised again per subscriber.
+payload is never serialised again per subscriber. A template also says whether the event is
+droppable (a delta a slow client may lose, the gap visible in its `seq`).
 """
 
 from __future__ import annotations
@@ -297,7 +298,8 @@ class EventTemplate:
 
     `head` is the frame up to and including the payload, `tail` is the rest (state version and
     closing brace); `with_seq(n)` is `head + ',"seq":n' + tail`, byte for byte what `event_frame`
-    would produce with the same arguments.
+    would produce with the same arguments. `droppable` events (deltas, progress, list
+    notifications) may be dropped for a client that falls behind; the others may not.
     """
 
     event: str
@@ -305,6 +307,7 @@ class EventTemplate:
     tail: str
     head_bytes: int
     tail_bytes: int
+    droppable: bool = False
 
     def with_seq(self, seq: int) -> str:
         return f'{self.head},"seq":{seq:d}{self.tail}'
@@ -319,9 +322,14 @@ class EventTemplate:
 
 
 def encode_event_template(
-    event: str, payload: Any = None, state_version: Mapping[str, int] | None = None
+    event: str,
+    payload: Any = None,
+    state_version: Mapping[str, int] | None = None,
+    *,
+    droppable: bool = False,
 ) -> EventTemplate:
-    """Serialise `event` once for fan-out; see `EventTemplate`."""
+    """Serialise `event` once for fan-out; see `EventTemplate`. Raises TypeError/ValueError for a
+    payload JSON cannot hold (see `dumps`)."""
     full = event_frame(event, payload)
     head = full[:-1]  # drop the closing brace
     sv = _state_version_dict(state_version)
@@ -332,4 +340,5 @@ def encode_event_template(
         tail=tail,
         head_bytes=len(head.encode("utf-8")),
         tail_bytes=len(tail.encode("utf-8")),
+        droppable=droppable,
     )

@@ -7,7 +7,8 @@ Order of checks in `validate_connect`, each failure answered the way OpenClaw an
 2. protocol range must contain 4 -> INVALID_REQUEST `protocol mismatch` with details
    PROTOCOL_MISMATCH, close 1002;
 3. role must be `operator` -> INVALID_REQUEST `unauthorized role: X`, close 1008;
-4. the shared secret (token or password, constant-time) -> AUTH_TOKEN_MISSING /
+4. the secret: the root token or password (constant-time), or a named token the caller looked
+   up (`presented_token`, then `validate_connect(named=...)`) -> AUTH_TOKEN_MISSING /
    AUTH_TOKEN_MISMATCH / AUTH_PASSWORD_*, close 1008;
 5. a `device`, when present: id = sha256(public key), signed within 2 minutes, over the nonce of
    this connection's challenge, with a valid Ed25519 signature of the v3 (or legacy v2) payload
@@ -15,7 +16,11 @@ Order of checks in `validate_connect`, each failure answered the way OpenClaw an
 
 Granted scopes are the requested ones the operator role allows, in request order; unknown scopes
 are dropped and no scopes requested means none granted (OpenClaw then refuses every scoped
-method with MISSING_SCOPE).
+method with MISSING_SCOPE). With a named token, only the requested scopes the token grants are
+granted: a read-only token asking for `operator.admin` gets `operator.read` at most.
+
+It stays one module because it is one exchange, written in the order it runs: the challenge,
+the checks above (shared secret, then device identity) and the `hello-ok` that answers them.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -59,7 +64,15 @@ TOKEN_MISMATCH_MESSAGE = (
 )
 PASSWORD_MISSING_MESSAGE = "unauthorized: gateway password missing (provide gateway auth password)"
 PASSWORD_MISMATCH_MESSAGE = "unauthorized: gateway password mismatch (provide gateway auth password)"
-RATE_LIMITED_MESSAGE = "unauthorized: too many failed authentication attempts (retry later)"
+
+
+class NamedGrant(Protocol):
+    """A named token (`gateway.tokens.NamedToken`): its name, every scope it grants."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def grants(self) -> frozenset[str]: ...
 
 
 def _now_ms() -> int:
@@ -89,6 +102,8 @@ class ConnectAccepted:
     """Verified device id (sha256 of its public key, hex), or None when no device was sent."""
     auth_method: str
     """`token`, `password` or `none`."""
+    credential: str | None = None
+    """The named token that authenticated the connection; None for the root secret."""
     protocol: int = PROTOCOL_VERSION
     params: ConnectParams | None = field(default=None, compare=False, repr=False)
 
@@ -125,29 +140,27 @@ def _reject(
     )
 
 
-def rate_limited_rejection(retry_after_s: float) -> ConnectRejected:
-    """The refusal for an address the `FailureLimiter` has locked out."""
-    retry_ms = max(1, int(retry_after_s * 1000))
-    return _reject(
-        RATE_LIMITED_MESSAGE,
-        details={"code": DetailCode.AUTH_RATE_LIMITED.value, "authReason": "rate_limited"},
-        retryable=True,
-        retry_after_ms=retry_ms,
-    )
-
-
 def unavailable_rejection(
-    message: str = "gateway starting; retry shortly", retry_after_ms: int = 500
+    message: str = "gateway starting; retry shortly", retry_after_ms: int = 500, *, reason: str = "starting"
 ) -> ConnectRejected:
-    """The refusal while the gateway is not ready: UNAVAILABLE, retryable, close 1013."""
+    """The refusal while the gateway is not ready (or cannot check the credential now):
+    UNAVAILABLE, retryable, close 1013."""
     return _reject(
         message,
         code=ErrorCode.UNAVAILABLE,
-        details={"reason": "starting"},
+        details={"reason": reason},
         close_code=CloseCode.TRY_AGAIN_LATER,
         retryable=True,
         retry_after_ms=retry_after_ms,
     )
+
+
+def presented_token(params: Any) -> str | None:
+    """The token a `connect` request's params carry (`auth.token`), whatever else is wrong with
+    them; None when there is none. The caller looks it up among the named tokens."""
+    auth = params.get("auth") if isinstance(params, dict) else None
+    token = auth.get("token") if isinstance(auth, dict) else None
+    return token if isinstance(token, str) and token else None
 
 
 def validate_connect(
@@ -155,12 +168,14 @@ def validate_connect(
     *,
     nonce: str,
     auth: AuthConfig,
+    named: NamedGrant | None = None,
     now_ms: int | None = None,
 ) -> ConnectAccepted | ConnectRejected:
     """Check a `connect` request's params (see the module docstring for the order of checks).
 
-    `nonce` is the one sent in this connection's challenge; `now_ms` is the wall clock (ms) used
-    for the device signature window, injectable for tests.
+    `nonce` is the one sent in this connection's challenge; `named` the named token the
+    presented token belongs to (None when it is none); `now_ms` is the wall clock (ms) used for
+    the device signature window, injectable for tests.
     """
     if params is None:
         params = {}
@@ -188,9 +203,11 @@ def validate_connect(
     if role != "operator":
         return _reject(f"unauthorized role: {role}")
 
-    refused = _check_secret(connect, auth)
-    if refused is not None:
-        return refused
+    grant = named if named is not None and not _root_secret_presented(connect, auth) else None
+    if grant is None:
+        refused = _check_secret(connect, auth)
+        if refused is not None:
+            return refused
 
     device_id: str | None = None
     if connect.device is not None:
@@ -199,13 +216,17 @@ def validate_connect(
             return checked
         device_id = checked
 
+    scopes = grant_scopes(connect.scopes or ())
+    if grant is not None:
+        scopes = tuple(s for s in scopes if s in grant.grants)
     return ConnectAccepted(
         client=connect.client.model_dump(mode="json", by_alias=True, exclude_none=True),
         role=role,
-        scopes=grant_scopes(connect.scopes or ()),
+        scopes=scopes,
         caps=frozenset(connect.caps),
         device_id=device_id,
-        auth_method=auth.mode,
+        auth_method="token" if grant is not None else auth.mode,
+        credential=grant.name if grant is not None else None,
         params=connect,
     )
 
@@ -216,6 +237,17 @@ def grant_scopes(requested: Iterable[str]) -> tuple[str, ...]:
 
 
 # --- shared secret ----------------------------------------------------------------------------
+
+
+def _root_secret_presented(connect: ConnectParams, auth: AuthConfig) -> bool:
+    """Whether the request carries the root token or password (then it is not a named one)."""
+    if not auth.enabled or connect.auth is None:
+        return False
+    presented = [s for s in (connect.auth.token, connect.auth.password) if s]
+    matched = False
+    for candidate in presented:
+        matched |= auth.accepts(candidate)
+    return matched
 
 
 def _auth_details(code: DetailCode, reason: str) -> dict[str, Any]:

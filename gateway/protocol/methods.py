@@ -99,6 +99,9 @@ METHODS: Mapping[str, MethodSpec] = _table(
     MethodSpec("config.reload", A, p.NativeEmptyParams, native=True),
     MethodSpec("pairing.list", A, p.PairingListParams, native=True),
     MethodSpec("pairing.approve", A, p.PairingApproveParams, native=True),
+    MethodSpec("tokens.create", A, p.TokensCreateParams, native=True),
+    MethodSpec("tokens.list", A, p.NativeEmptyParams, native=True),
+    MethodSpec("tokens.revoke", A, p.TokensRevokeParams, native=True),
 )
 
 METHOD_NAMES: tuple[str, ...] = tuple(METHODS)

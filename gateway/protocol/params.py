@@ -10,6 +10,10 @@ Wire names are camelCase (`sessionKey`), attributes snake_case (`session_key`). 
 as in JSON Schema: `"5"` is not an integer and `1` is not a boolean. For patch-like methods the
 caller tells "absent" from "null" with `model.model_fields_set`.
 
+Handlers receive the validated model (`gateway.methods`), so a field a handler reads must be
+declared here: fields the gateway's own clients send beyond OpenClaw's schema are declared too
+(`includeArchived`, `cascade`, `sessionId` on calls that accept either).
+
 Validation errors are worded like the JSON Schema validator OpenClaw uses, because the captured
 real gateway answers `invalid chat.send params: must have required property 'message'` and clients
 may show that text. Only the first error is reported, as OpenClaw does.
@@ -30,8 +34,23 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+MAX_SESSION_REF = 512
+"""Longest session key or session id a method accepts."""
+
+
+def _no_control_characters(value: str) -> str:
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in value):
+        raise ValueError("must NOT contain control characters")
+    return value
+
+
 NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
-SessionKey = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+SessionKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=MAX_SESSION_REF), AfterValidator(_no_control_characters)
+]
+"""A session key, wherever a method takes one: 1-512 characters, no control characters."""
+SessionId = SessionKey
+"""A session id (the same rule as a key: ids are stored and logged alongside keys)."""
 Label = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 QueueMode = Literal["steer", "followup", "collect", "interrupt"]
 ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
@@ -118,7 +137,7 @@ class ModelsListParams(CompatParams):
 
 
 class CommandsListParams(CompatParams):
-    session_key: NonEmptyStr | None = None
+    session_key: SessionKey | None = None
     agent_id: NonEmptyStr | None = None
     provider: NonEmptyStr | None = None
     scope: Literal["text", "native", "both"] | None = None
@@ -132,7 +151,7 @@ class ChannelsStatusParams(CompatParams):
 
 
 class SessionsListParams(CompatParams):
-    limit: Annotated[int, Field(ge=1)] | None = None
+    limit: Annotated[int, Field(ge=1, le=1000)] | None = None
     offset: Annotated[int, Field(ge=0)] | None = None
     active_minutes: Annotated[int, Field(ge=1)] | None = None
     sort_by: Literal["updatedAt", "lastInteractionAt"] | None = None
@@ -145,6 +164,10 @@ class SessionsListParams(CompatParams):
     agent_id: NonEmptyStr | None = None
     search: str | None = None
     archived: Annotated[Any, AfterValidator(_bool_or_all)] = None
+    # the gateway's own filters
+    kind: NonEmptyStr | None = None
+    status: NonEmptyStr | None = None
+    include_archived: bool | None = None
 
 
 class SessionsSubscribeParams(SessionsListParams):
@@ -152,37 +175,37 @@ class SessionsSubscribeParams(SessionsListParams):
 
 
 class SessionsDescribeParams(CompatParams):
-    key: NonEmptyStr
+    key: SessionKey
     include_derived_titles: bool | None = None
     include_last_message: bool | None = None
 
 
 class SessionsMessagesSubscribeParams(CompatParams):
-    key: NonEmptyStr
+    key: SessionKey
     agent_id: NonEmptyStr | None = None
     include_approvals: bool | None = None
 
 
 class SessionsMessagesUnsubscribeParams(CompatParams):
-    key: NonEmptyStr
+    key: SessionKey
     agent_id: NonEmptyStr | None = None
 
 
 class SessionsCreateParams(CompatParams):
-    key: NonEmptyStr | None = None
+    key: SessionKey | None = None
     idempotency_key: NonEmptyStr | None = None
     agent_id: NonEmptyStr | None = None
     label: Label | None = None
     model: NonEmptyStr | None = None
     thinking_level: NonEmptyStr | None = None
-    parent_session_key: NonEmptyStr | None = None
+    parent_session_key: SessionKey | None = None
     message: str | None = None
     attachments: list[dict[str, Any]] | None = None
     queue_mode: QueueMode | None = None
 
 
 class SessionsSendParams(CompatParams):
-    key: NonEmptyStr
+    key: SessionKey
     message: str
     agent_id: NonEmptyStr | None = None
     thinking: str | None = None
@@ -194,7 +217,7 @@ class SessionsSendParams(CompatParams):
 class SessionsPatchParams(CompatParams):
     """A `null` value clears the setting; an absent one leaves it (see `model_fields_set`)."""
 
-    key: NonEmptyStr
+    key: SessionKey
     agent_id: NonEmptyStr | None = None
     label: str | None = None
     model: str | None = None
@@ -205,26 +228,30 @@ class SessionsPatchParams(CompatParams):
 
 
 class SessionsResetParams(CompatParams):
-    key: NonEmptyStr
+    key: SessionKey
     agent_id: NonEmptyStr | None = None
     reason: Literal["new", "reset"] | None = None
 
 
 class SessionsDeleteParams(CompatParams):
-    key: NonEmptyStr
+    key: SessionKey
     agent_id: NonEmptyStr | None = None
     delete_transcript: bool | None = None
-    expected_session_id: NonEmptyStr | None = None
+    expected_session_id: SessionId | None = None
+    cascade: bool | None = None
+    """Delete the session's branches too (the gateway's own field)."""
 
 
 class SessionsCompactParams(CompatParams):
-    key: NonEmptyStr
+    key: SessionKey
     agent_id: NonEmptyStr | None = None
     max_lines: Annotated[int, Field(ge=1)] | None = None
+    session_id: SessionId | None = None
+    """Names the session instead of `key` when given (the gateway's own field)."""
 
 
 class SessionsAbortParams(CompatParams):
-    key: NonEmptyStr | None = None
+    key: SessionKey | None = None
     run_id: NonEmptyStr | None = None
     agent_id: NonEmptyStr | None = None
     clear_queued: bool | None = None
@@ -235,7 +262,7 @@ class ChatSendParams(CompatParams):
     message: str
     idempotency_key: NonEmptyStr
     agent_id: NonEmptyStr | None = None
-    session_id: NonEmptyStr | None = None
+    session_id: SessionId | None = None
     thinking: str | None = None
     queue_mode: QueueMode | None = None
     deliver: bool | None = None
@@ -245,35 +272,39 @@ class ChatSendParams(CompatParams):
 
 
 class ChatHistoryParams(CompatParams):
-    session_key: NonEmptyStr
+    session_key: SessionKey
     agent_id: NonEmptyStr | None = None
     cursor: str | None = None
     limit: Annotated[int, Field(ge=1, le=1000)] | None = None
     offset: Annotated[int, Field(ge=0)] | None = None
     message_id: NonEmptyStr | None = None
-    session_id: NonEmptyStr | None = None
+    session_id: SessionId | None = None
     max_chars: Annotated[int, Field(ge=1, le=500_000)] | None = None
 
 
 class ChatAbortParams(CompatParams):
-    session_key: NonEmptyStr
+    session_key: SessionKey
     agent_id: NonEmptyStr | None = None
     run_id: NonEmptyStr | None = None
+    session_id: SessionId | None = None
+    """Names the session instead of `sessionKey` when given (the gateway's own field)."""
 
 
 class ChatInjectParams(CompatParams):
-    session_key: NonEmptyStr
+    session_key: SessionKey
     message: NonEmptyStr
     agent_id: NonEmptyStr | None = None
     label: Annotated[str, StringConstraints(max_length=100)] | None = None
+    role: Literal["user", "assistant"] | None = None
+    """Who the injected message is from; assistant by default (the gateway's own field)."""
 
 
 class AgentParams(CompatParams):
     message: NonEmptyStr
     idempotency_key: NonEmptyStr
     agent_id: NonEmptyStr | None = None
-    session_id: str | None = None
-    session_key: str | None = None
+    session_id: SessionId | None = None
+    session_key: SessionKey | None = None
     provider: str | None = None
     model: str | None = None
     thinking: str | None = None
@@ -287,9 +318,13 @@ class AgentParams(CompatParams):
     label: Label | None = None
 
 
+MAX_WAIT_MS = 24 * 3600 * 1000
+"""The longest `agent.wait` may wait."""
+
+
 class AgentWaitParams(CompatParams):
     run_id: NonEmptyStr
-    timeout_ms: Annotated[int, Field(ge=0)] | None = None
+    timeout_ms: Annotated[int, Field(ge=0, le=MAX_WAIT_MS)] | None = None
 
 
 # --- gateway extensions -----------------------------------------------------------------------
@@ -298,8 +333,8 @@ class AgentWaitParams(CompatParams):
 class _SessionRef(NativeParams):
     """A session named by key or by id; at least one is required."""
 
-    key: NonEmptyStr | None = None
-    session_id: NonEmptyStr | None = None
+    key: SessionKey | None = None
+    session_id: SessionId | None = None
 
     @model_validator(mode="after")
     def _key_or_id(self) -> _SessionRef:
@@ -314,17 +349,17 @@ class SessionsTreeParams(_SessionRef):
 
 class SessionsBranchParams(_SessionRef):
     from_entry_id: NonEmptyStr | None = None
-    new_key: NonEmptyStr | None = None
+    new_key: SessionKey | None = None
     label: Label | None = None
 
 
 class SessionsForkParams(CompatParams):
     """OpenClaw's name for `sessions.branch`: `{sessionKey, entryId}` as in its schema."""
 
-    session_key: NonEmptyStr
+    session_key: SessionKey
     entry_id: NonEmptyStr
     agent_id: NonEmptyStr | None = None
-    new_key: NonEmptyStr | None = None
+    new_key: SessionKey | None = None
     label: Label | None = None
 
     def as_branch(self) -> SessionsBranchParams:
@@ -340,8 +375,8 @@ class SessionsForkParams(CompatParams):
 
 
 class SessionsSwitchParams(NativeParams):
-    key: NonEmptyStr
-    session_id: NonEmptyStr
+    key: SessionKey
+    session_id: SessionId
 
 
 class SessionsEventsSubscribeParams(_SessionRef):
@@ -354,6 +389,15 @@ class SessionsEventsUnsubscribeParams(_SessionRef):
 
 class NativeEmptyParams(NativeParams):
     """Native methods without parameters."""
+
+
+class TokensCreateParams(NativeParams):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    scopes: Annotated[list[NonEmptyStr], Field(min_length=1, max_length=16)]
+
+
+class TokensRevokeParams(NativeParams):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
 class PairingListParams(CompatParams):

@@ -1,9 +1,10 @@
 """The sandbox layer of the gateway's tool pipeline.
 
 File tools are confined to the session's workspace (symlinks included), every shell command
-passes exec mediation (a classifier of dangerous commands with risk tiers, a deny threshold and
-an audit trail), and `bash` runs under bubblewrap, in a confined subprocess, or unconfined,
-as the settings say.
+passes exec mediation (a classifier over the bash syntax tree with risk tiers, a deny threshold
+and an audit trail), and `bash` runs under the strongest runner that confines it on this machine
+(bubblewrap, else a one-off unprivileged user), with resource limits, or is refused; running
+unconfined takes the explicit mode ``unsafe-host``. docs/security.md states the guarantees.
 """
 
 from gateway.sandbox.errors import (
@@ -13,31 +14,43 @@ from gateway.sandbox.errors import (
     SandboxUnavailableError,
 )
 from gateway.sandbox.exec_mediation import Classification, classify
-from gateway.sandbox.layer import AuditCallback, sandbox_layer, select_runner
+from gateway.sandbox.layer import AuditCallback, sandbox_layer
+from gateway.sandbox.limits import ResourceLimits
+from gateway.sandbox.machine import Choice, SandboxMachine
 from gateway.sandbox.paths import resolve_in_workspace
 from gateway.sandbox.risk import RiskTier
-from gateway.sandbox.runners import BwrapRunner, ConfinedRunner, bwrap_available, is_secret_name, scrub_env
+from gateway.sandbox.runners import (
+    BwrapRunner,
+    HostRunner,
+    SandboxRunner,
+    UidRunner,
+    is_secret_name,
+    scrub_env,
+)
 from gateway.sandbox.settings import SANDBOX_MODES, RiskTierName, SandboxMode, SandboxSettings
 
 __all__ = [
     "SANDBOX_MODES",
     "AuditCallback",
     "BwrapRunner",
+    "Choice",
     "Classification",
     "CommandRefusedError",
-    "ConfinedRunner",
+    "HostRunner",
     "PathOutsideWorkspaceError",
+    "ResourceLimits",
     "RiskTier",
     "RiskTierName",
     "SandboxError",
+    "SandboxMachine",
     "SandboxMode",
+    "SandboxRunner",
     "SandboxSettings",
     "SandboxUnavailableError",
-    "bwrap_available",
+    "UidRunner",
     "classify",
     "is_secret_name",
     "resolve_in_workspace",
     "sandbox_layer",
     "scrub_env",
-    "select_runner",
 ]

@@ -69,7 +69,7 @@ _CREDENTIALS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (_HOME_DIR + r"/\.docker/config\.json$", "Docker registry credentials"),
         (_HOME_DIR + r"/\.kube/config$", "Kubernetes credentials"),
         (_HOME_DIR + r"/\.(?:npmrc|pypirc)$", "a package registry token file"),
-        (r"^/proc/(?:self|\d+|\$\$|\*|\$[A-Za-z_]+)/environ$", "another process's environment"),
+        (r"^/proc/[^/]+/(?:task/[^/]+/)?(?:environ|mem)$", "another process's environment or memory"),
     )
 )
 _CREDENTIAL_EXAMPLES = (
@@ -82,9 +82,15 @@ _CREDENTIAL_EXAMPLES = (
 )
 
 
+_MATCHES_NOTHING = re.compile(r"(?!)")
+
+
 @lru_cache(maxsize=256)
 def _glob_regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(glob_to_regex(pattern), re.DOTALL)
+    try:
+        return re.compile(glob_to_regex(pattern), re.DOTALL)
+    except re.error:  # a reversed range such as ``[y-<]``: bash's glob matches no file with it
+        return _MATCHES_NOTHING
 
 
 def glob_matches(pattern: str, path: str) -> bool:
@@ -162,7 +168,7 @@ def path_kind(word: str) -> tuple[PathKind, str]:
         return "system_top", norm
     if any(norm.startswith(top + "/") for top in SYSTEM_DIRS):
         return "system", norm
-    return "other", norm
+    return "parent", norm  # an absolute path elsewhere: outside the working directory too
 
 
 def is_device(word: str) -> bool:
@@ -179,7 +185,7 @@ def credential_label(word: str) -> str | None:
     """What credential file `word` names, if any (``--key=~/.ssh/id_rsa`` and globs included)."""
     home = _HOME_PREFIX.match(word)
     text = "~" + word[home.end() :] if home else word
-    candidates = [text, *re.split(r"[=:,@]", text)[1:]]
+    candidates = [_normal(text), *(_normal(part) for part in re.split(r"[=:,@]", text)[1:])]
     for candidate in candidates:
         for pattern, label in _CREDENTIALS:
             if pattern.search(candidate):
@@ -189,6 +195,15 @@ def credential_label(word: str) -> str | None:
                 if glob_matches(candidate, example) or glob_matches(candidate, example.removeprefix("~/")):
                     return label
     return None
+
+
+def _normal(path: str) -> str:
+    """``/etc/./shadow`` and ``/etc//x/../shadow`` are ``/etc/shadow``; other words are kept."""
+    if path.startswith("/") and len(path) <= 4096:
+        return "/" + posixpath.normpath(path).lstrip("/")
+    if path.startswith("~/") and len(path) <= 4096:
+        return "~/" + posixpath.normpath(path[2:]).lstrip("/")
+    return path
 
 
 def split_options(args: list[str]) -> tuple[list[str], list[str]]:

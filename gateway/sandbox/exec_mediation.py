@@ -1,38 +1,55 @@
 """Exec mediation: classify a shell command line by how dangerous it could be.
 
-`classify(command)` parses the line (`shell_parse`), strips wrappers that only change how a
-command runs (``sudo``, ``env``, ``nohup``, ``timeout`` ...), follows nested command lines
-(``bash -c``, ``eval``, ``$(...)``, ``<(...)``, ``find -exec``), and applies the rules of
-`exec_rules` to every command found. The result names the highest risk tier, every danger class
-seen, and a readable reason. Classification is static and best effort: it catches the usual
-spellings and the common obfuscations, and leans towards reporting when unsure, but it is one
-layer of defence, not a proof (the sandbox runner is the other).
+`classify(command)` reads the line with the bash grammar (`shell_syntax`), so it judges the
+syntax tree rather than the text: every simple command found anywhere in it (pipelines, lists,
+loops, conditionals, subshells, function bodies, substitutions) has wrappers that only change how
+it runs stripped (``sudo``, ``env``, ``nohup``, ``timeout`` ...) and meets the rules of
+`exec_rules`. Code handed to a shell or an interpreter as text (``bash -c``, ``eval``, here-strings,
+here-documents, echoed text piped to ``sh``) is read in turn when it is literal.
+
+What a static reader cannot see through is classified at least HIGH, so the default threshold
+refuses it: command substitutions whose output becomes part of a command, ``eval``, shells and
+interpreters given code as text or on standard input, ``xargs`` and ``find -exec`` driving another
+command, shell functions, command names taken from variables, loops that start background jobs,
+and lines the grammar cannot parse. Mediation is a policy layer in front of the sandbox, not a
+proof: a script written to a file and run is judged by its command line only.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
 
 from gateway.sandbox.danger_targets import DOWNLOADERS, NETWORK_TOOLS, SHELLS, SOURCING, is_interpreter
 from gateway.sandbox.exec_rules import (
+    DYNAMIC_COMMAND,
+    FORK_BOMB,
+    FUNCTION,
+    INDIRECT_EXEC,
+    INLINE_CODE,
     OBFUSCATED,
     PIPE_TO_SHELL,
     PRIVILEGE,
     REVERSE_SHELL,
+    SPAWNING_LOOP,
+    SUBSTITUTION,
+    UNPARSED,
     credential_rules,
     redirect_rules,
     rule_for,
-    text_rules,
 )
 from gateway.sandbox.risk import RiskTier
-from gateway.sandbox.shell_parse import MAX_DEPTH, Pipeline, Script, SimpleCommand, parse
+from gateway.sandbox.shell_syntax import Command, Script, read_script
+from gateway.sandbox.shell_words import Word
 
 __all__ = ["Classification", "RiskTier", "classify"]
 
+MAX_DEPTH = 6
+"""How deep code nested in code (``bash -c "eval '...'"``) is read."""
 _PRIVILEGED = frozenset({"sudo", "doas", "pkexec", "runuser", "su"})
 _WRAPPER_ARGS: dict[str, frozenset[str]] = {
     "sudo": frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user", "--group",
@@ -46,21 +63,25 @@ _WRAPPER_ARGS: dict[str, frozenset[str]] = {
     "timeout": frozenset({"-s", "--signal", "-k", "--kill-after"}),
     "stdbuf": frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}),
     "time": frozenset({"-f", "--format", "-o", "--output"}),
-    "xargs": frozenset({"-I", "-n", "-P", "-L", "-d", "-E", "-s", "-a", "--max-args", "--max-procs",
-                        "--delimiter", "--arg-file", "--replace", "--max-lines", "--eof"}),
     "strace": frozenset({"-o", "-e", "-p", "-s", "-u"}),
     "chroot": frozenset({"--userspec", "--groups"}),
     "flock": frozenset({"-w", "--timeout", "-E", "--conflict-exit-code"}),
     "exec": frozenset({"-a"}),
     "nohup": frozenset(), "command": frozenset(), "builtin": frozenset(), "setsid": frozenset(),
     "unbuffer": frozenset(), "busybox": frozenset(), "caffeinate": frozenset(), "chronic": frozenset(),
+    "prlimit": frozenset(), "taskset": frozenset(), "unshare": frozenset(), "nsenter": frozenset(),
 }  # fmt: skip
-_DECLARATIONS = frozenset({"export", "declare", "local", "readonly", "typeset"})
-_WRAPPER_POSITIONALS = {"timeout": 1, "chroot": 1, "flock": 1}
+_WRAPPER_POSITIONALS = {"timeout": 1, "chroot": 1, "flock": 1, "taskset": 1}
+_DRIVERS: dict[str, frozenset[str]] = {
+    "xargs": frozenset({"-I", "-i", "-n", "-P", "-L", "-l", "-d", "-E", "-e", "-s", "-a", "--max-args",
+                        "--max-procs", "--delimiter", "--arg-file", "--replace", "--max-lines", "--eof"}),
+    "parallel": frozenset({"-j", "--jobs", "-S", "--sshlogin", "-a", "--arg-file", "--delay"}),
+}  # fmt: skip
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-_DECODERS = re.compile(r"^(?:base64|base32|xxd|openssl|gunzip|zcat|gzip|bzip2|xz|uudecode|rev)$")
-
+_RESERVED = frozenset({"{", "}", "!", "then", "do", "else", "elif", "fi", "done", "esac"})
+_DECODERS = re.compile(r"^(?:base64|base32|basenc|xxd|openssl|gunzip|zcat|gzip|bzip2|xz|uudecode|rev|tr)$")
+_PRINT_ONLY = frozenset({"echo", "printf", "test", "[", "[[", "true", "false", ":"})
+"""Commands whose words only reach output or a test, so a substitution in them hides no action."""
 
 MAX_COMMAND_CHARS = 100_000
 """Longer command lines are refused unread: analysing them costs too much, and skipping part of
@@ -89,16 +110,22 @@ def _basename(word: str) -> str:
 
 
 class _Analyzer:
-    """Collects findings over one command line and the lines nested in it."""
+    """Collects findings over one command line and the code nested in it (a `FindingSink`)."""
 
     def __init__(self) -> None:
         self._findings: dict[_Finding, None] = {}
-        self._variables: dict[str, str] = {}
         self._depth = 0
+        self._cwd: str | None = None
 
     # FindingSink
     def add(self, risk: RiskTier, danger_class: str, reason: str) -> None:
         self._findings[_Finding(risk, danger_class, reason)] = None
+
+    def resolve(self, path: str) -> str:
+        """`path` as seen from the directory the current command runs in."""
+        if self._cwd is None or path.startswith(("/", "~", "$")) or not path:
+            return path
+        return posixpath.join(self._cwd, path)
 
     @property
     def findings(self) -> list[_Finding]:
@@ -108,76 +135,142 @@ class _Analyzer:
         if self._depth > MAX_DEPTH or not text.strip():
             return
         self._depth += 1
+        saved = self._cwd
         try:
-            text_rules(self, text)
-            self._script(parse(text, depth=self._depth))
+            self._script(read_script(text))
         finally:
+            self._cwd = saved
             self._depth -= 1
 
     def analyze_words(self, words: list[str]) -> None:
-        if self._depth > MAX_DEPTH:
+        if self._depth > MAX_DEPTH or not words:
             return
         self._depth += 1
         try:
-            self._command(SimpleCommand(words=list(words)))
+            self._command(Command(words=[Word(word) for word in words]))
         finally:
             self._depth -= 1
 
-    # walking the parse
+    # walking what the reader found
     def _script(self, script: Script) -> None:
-        for pipeline in script.pipelines:
-            for stage in pipeline.stages:
-                self._command(stage)
-            if len(pipeline.stages) > 1:
-                self._pipeline(pipeline)
+        if script.errors:
+            self.add(
+                RiskTier.HIGH,
+                UNPARSED,
+                f"the command cannot be parsed as shell near {script.errors[0]!r}, so exec mediation "
+                "cannot tell what it runs",
+            )
+        for function in script.functions:
+            if function.spawns_itself:
+                reason = f"fork bomb: function {function.name} keeps starting copies of itself"
+                self.add(RiskTier.CRITICAL, FORK_BOMB, reason)
+            self.add(
+                RiskTier.HIGH,
+                FUNCTION,
+                f"defines the shell function {function.name!r}, whose calls exec mediation cannot follow",
+            )
+        for loop in script.spawning_loops:
+            self.add(RiskTier.HIGH, SPAWNING_LOOP, f"a loop starts background jobs on every pass ({loop})")
+        for command in script.commands:
+            self._cwd = command.cwd
+            self._command(command)
 
-    def _command(self, command: SimpleCommand) -> None:
-        if command.group is not None:
-            self._script(command.group)
-        for sub in command.substitutions:
-            self._script(sub)
-        words = self._expand(command.words)
-        if not words:
-            # A bare assignment sets a shell variable that later words may use.
-            self._variables.update(command.assignments)
-        elif words[0] in _DECLARATIONS:
-            for word in words[1:]:
-                name, equals, value = word.partition("=")
-                if equals and _ASSIGNMENT.match(word):
-                    self._variables[name] = value
-        redirect_rules(self, words, [(op, self._expand_word(target)) for op, target in command.redirects])
+    def _command(self, command: Command) -> None:
+        words = [word.text for word in command.words]
+        redirect_rules(
+            self,
+            words,
+            [(r.operator, r.target.text if r.target is not None else "") for r in command.redirects],
+        )
         credential_rules(self, words)
+        self._opaque_words(command)
+        if command.indirect_name:
+            self.add(
+                RiskTier.HIGH,
+                DYNAMIC_COMMAND,
+                f"the command's name comes from a variable or substitution ({command.words[0].text}), "
+                "which exec mediation cannot see through",
+            )
         resolved = self._strip_wrappers(words)
         if resolved is None:
             return
         name, args = _basename(resolved[0]), resolved[1:]
-        runs_code = name in SHELLS | SOURCING or is_interpreter(name)
-        if runs_code and any(_runs_download(sub) for sub in command.substitutions):
-            self.add(RiskTier.HIGH, PIPE_TO_SHELL, f"{name} runs a script fetched from the network")
+        if name in _DRIVERS:
+            self._driver(name, args)
+            return
+        self._code_input(command, name, args)
         rule = rule_for(name)
         if rule is not None:
             rule(self, name, args)
+        if command.upstream:
+            self._pipeline(command, name, args)
 
-    def _expand_word(self, word: str) -> str:
-        def value(match: re.Match[str]) -> str:
-            name = match.group(1) or match.group(2)
-            return self._variables.get(name, match.group(0))
+    def _opaque_words(self, command: Command) -> None:
+        """A command substitution whose output becomes part of a command hides what runs."""
+        substituted = [word for word in command.words if word.substituted]
+        substituted += [r.target for r in command.redirects if r.target is not None and r.target.substituted]
+        if not substituted:
+            return
+        if command.name in _PRINT_ONLY and not command.words[0].substituted:
+            return
+        self.add(
+            RiskTier.HIGH,
+            SUBSTITUTION,
+            f"passes the output of a command substitution to {command.name or 'the shell'}, which exec "
+            "mediation cannot see through; run the inner command first and use its output literally",
+        )
 
-        return _VARIABLE.sub(value, word) if "$" in word and self._variables else word
+    def _code_input(self, command: Command, name: str, args: list[str]) -> None:
+        """Shells and interpreters that read their program from standard input or a substitution."""
+        runs_code = name in SHELLS or is_interpreter(name) or name in SOURCING
+        if not runs_code:
+            return
+        if any(inner.name in DOWNLOADERS for inner in command.substitutions):
+            self.add(RiskTier.HIGH, PIPE_TO_SHELL, f"{name} runs a script fetched from the network")
+        if any(word.process for word in command.words[1:]):
+            self.add(RiskTier.HIGH, INLINE_CODE, f"{name} runs a program fed to it by a process substitution")
+        if name in SOURCING or not _reads_program_from_stdin(name, args):
+            return
+        source = command.stdin
+        if source in ("heredoc", "herestring"):
+            kind = "here-document" if source == "heredoc" else "here-string"
+            self.add(RiskTier.HIGH, INLINE_CODE, f"{name} runs a program given to it as a {kind}")
+            text = command.stdin_text()
+            if text and name in SHELLS:
+                self.analyze_text(text)
+            elif text:
+                self._interpreter_code(name, text)
+        elif source == "pipe":
+            self.add(RiskTier.HIGH, INLINE_CODE, f"{name} runs a program piped into it")
 
-    def _expand(self, words: list[str]) -> list[str]:
-        expanded: list[str] = []
-        for word in words:
-            value = self._expand_word(word)
-            if value != word and _VARIABLE.fullmatch(word) and " " in value.strip():
-                expanded.extend(value.split())  # an unquoted variable splits into words
-            else:
-                expanded.append(value)
-        return expanded
+    def _interpreter_code(self, name: str, code: str) -> None:
+        from gateway.sandbox.exec_rules import code_rules
+
+        code_rules(self, name, code)
+
+    def _driver(self, name: str, args: list[str]) -> None:
+        """``xargs`` and ``parallel`` run a command with arguments read at run time."""
+        takes_value = _DRIVERS[name]
+        index = 0
+        while index < len(args) and args[index].startswith("-") and args[index] != "--":
+            index += 2 if args[index] in takes_value else 1
+        if index < len(args) and args[index] == "--":
+            index += 1
+        inner = args[index:] or ["echo"]
+        self.add(
+            RiskTier.HIGH,
+            INDIRECT_EXEC,
+            f"{name} runs {_basename(inner[0])} with arguments read at run time, which exec mediation "
+            "cannot see",
+        )
+        self.analyze_words(inner)
 
     def _strip_wrappers(self, words: list[str]) -> list[str] | None:
         """The command a wrapper chain finally runs, or ``None`` when it runs nothing."""
         while words:
+            if words[0] in _RESERVED:
+                words = words[1:]  # a reserved word the grammar read as a name (``! { rm x; }``)
+                continue
             name = _basename(words[0])
             if name not in _WRAPPER_ARGS:
                 return words
@@ -210,45 +303,46 @@ class _Analyzer:
                 inline = arg[2:] if arg.startswith("-S") else arg.partition("=")[2]
                 value = inline or (args[index + 1] if index + 1 < len(args) else "")
                 rest = args[index + (1 if inline else 2) :]
-                return [*shlex.split(value, comments=False), *rest] if value else rest
+                try:
+                    split = shlex.split(value, comments=False)
+                except ValueError:
+                    split = value.split()
+                return [*split, *rest] if value else rest
             if not (arg.startswith("-") and len(arg) > 1):
                 break
             index += 2 if arg in takes_value else 1
         index += _WRAPPER_POSITIONALS.get(name, 0)
         return args[index:] if index < len(args) else None
 
-    def _pipeline(self, pipeline: Pipeline) -> None:
-        stages = [self._strip_wrappers(self._expand(stage.words)) or [] for stage in pipeline.stages]
-        names = [_basename(words[0]) if words else "" for words in stages]
-        inner = [
-            {_basename(cmd.words[0]) for cmd in stage.all_commands() if cmd.words}
-            for stage in pipeline.stages
-        ]
-        for index, words in enumerate(stages):
-            if not words or not _reads_program_from_stdin(names[index], words[1:]):
-                continue
-            upstream = set().union(*inner[:index]) if index else set()
-            if upstream & DOWNLOADERS:
-                self.add(RiskTier.HIGH, PIPE_TO_SHELL, f"pipes a download into {names[index]}")
-            elif index:
-                self._piped_text(stages[:index], names[index])
-        if any(names[i] in SHELLS for i in range(len(names))) and set(names) & NETWORK_TOOLS:
+    def _pipeline(self, command: Command, name: str, args: list[str]) -> None:
+        upstream_names = {_basename(cmd.words[0].text) for cmd in command.upstream if cmd.words}
+        if _reads_program_from_stdin(name, args) and command.stdin == "pipe":
+            if upstream_names & DOWNLOADERS:
+                self.add(RiskTier.HIGH, PIPE_TO_SHELL, f"pipes a download into {name}")
+            else:
+                self._piped_text(command.upstream, name)
+        if name in SHELLS and upstream_names & NETWORK_TOOLS:
             self.add(RiskTier.HIGH, REVERSE_SHELL, "pipes a network connection through a shell")
+        if name in NETWORK_TOOLS and any(cmd.name in SHELLS for cmd in command.upstream):
+            self.add(RiskTier.HIGH, REVERSE_SHELL, "pipes a shell through a network connection")
 
-    def _piped_text(self, upstream: list[list[str]], runner: str) -> None:
+    def _piped_text(self, upstream: list[Command], runner: str) -> None:
         """``echo ... | sh`` runs the echoed text; decode it first if a decoder sits in between."""
-        first = upstream[0]
-        if not first or _basename(first[0]) not in ("echo", "printf"):
+        if not upstream:
             return
-        text = " ".join(arg for arg in first[1:] if not re.fullmatch(r"-[neE]+", arg))
-        if any(_DECODERS.match(_basename(words[0])) for words in upstream[1:] if words):
-            self.add(RiskTier.MEDIUM, OBFUSCATED, f"decodes hidden text and runs it with {runner}")
+        first = upstream[0]
+        text = first.stdin_text() or ""
+        if first.name in ("echo", "printf"):
+            text = " ".join(arg for arg in first.args if not re.fullmatch(r"-[neE]+", arg))
+        if not text:
+            return
+        if any(_DECODERS.match(cmd.name) for cmd in upstream):
+            self.add(RiskTier.HIGH, OBFUSCATED, f"decodes hidden text and runs it with {runner}")
             text = _try_base64(text) or ""
-        self.analyze_text(text)
-
-
-def _runs_download(script: Script) -> bool:
-    return any(cmd.words and _basename(cmd.words[0]) in DOWNLOADERS for cmd in script.all_commands())
+        if runner in SHELLS:
+            self.analyze_text(text)
+        else:
+            self._interpreter_code(runner, text)
 
 
 def _reads_program_from_stdin(name: str, args: list[str]) -> bool:

@@ -1,9 +1,13 @@
-"""The rules of exec mediation: one function per dangerous program, plus rules over raw text
-(fork bombs, interpreter one-liners), redirections and credential paths.
+"""The rules of exec mediation: one function per dangerous program, plus rules over
+interpreter one-liners, redirections and credential paths.
 
 A rule receives the command's name (wrappers such as ``sudo`` already stripped) and arguments,
 and reports findings to a `FindingSink`; it recurses through the sink into command lines that
-the command will run (``bash -c``, ``eval``, ``find -exec``, ``watch``).
+the command will run (``bash -c``, ``eval``, ``find -exec``, ``watch``). Relative paths are
+resolved through the sink, so ``cd / && rm -rf *`` is judged as ``rm -rf /*``.
+
+It stays one module because it is one table: `COMMAND_RULES` and `rule_for` at the end name
+every rule above them, and each rule is a short function best read beside its neighbours.
 """
 
 from __future__ import annotations
@@ -23,9 +27,9 @@ from gateway.sandbox.danger_targets import (
     split_options,
 )
 from gateway.sandbox.risk import FindingSink, RiskTier
-from gateway.sandbox.shell_parse import WRITE_REDIRECTS
 
 Rule = Callable[[FindingSink, str, list[str]], None]
+WRITE_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 
 RECURSIVE_DELETE = "recursive_delete"
 RAW_DEVICE_WRITE = "raw_device_write"
@@ -41,6 +45,17 @@ REVERSE_SHELL = "reverse_shell"
 RAW_SOCKET = "raw_socket"
 PRIVILEGE = "privilege_escalation"
 OBFUSCATED = "obfuscated_command"
+PROCESS_KILL = "process_kill"
+# What a static reader cannot see through (at least HIGH):
+INLINE_CODE = "inline_code"
+"""A shell or interpreter runs code given as text (``-c``, ``eval``, stdin, here-strings)."""
+INDIRECT_EXEC = "indirect_exec"
+"""A command drives another one with arguments known at run time (``xargs``, ``find -exec``)."""
+SUBSTITUTION = "command_substitution"
+DYNAMIC_COMMAND = "dynamic_command_name"
+FUNCTION = "shell_function"
+SPAWNING_LOOP = "spawning_loop"
+UNPARSED = "unparsed_command"
 
 # Rules over raw text run on whitespace-compacted text and are built so that no pattern can
 # backtrack badly (classification runs on the event loop, on text the model controls).
@@ -118,7 +133,8 @@ def code_rules(sink: FindingSink, interpreter: str, code: str) -> None:
 
 def redirect_rules(sink: FindingSink, words: list[str], redirects: list[tuple[str, str]]) -> None:
     name = words[0].rsplit("/", 1)[-1] if words else ""
-    for operator, target in redirects:
+    for operator, raw_target in redirects:
+        target = sink.resolve(raw_target)
         writes = operator in WRITE_REDIRECTS
         if writes and is_device(target):
             sink.add(RiskTier.CRITICAL, RAW_DEVICE_WRITE, f"writes straight to the device {target}")
@@ -135,7 +151,8 @@ def redirect_rules(sink: FindingSink, words: list[str], redirects: list[tuple[st
 
 
 def credential_rules(sink: FindingSink, words: list[str]) -> None:
-    for word in words[1:]:
+    for raw in words[1:]:
+        word = sink.resolve(raw) if not raw.startswith("-") else raw
         label = credential_label(word)
         if label:
             sink.add(RiskTier.HIGH, CREDENTIALS, f"touches {label} ({word})")
@@ -143,8 +160,8 @@ def credential_rules(sink: FindingSink, words: list[str]) -> None:
             sink.add(RiskTier.MEDIUM, RAW_SOCKET, f"names a raw network socket ({word})")
 
 
-def _targets(operands: list[str]) -> list[str]:
-    return [expanded for operand in operands for expanded in expand_braces(operand)]
+def _targets(sink: FindingSink, operands: list[str]) -> list[str]:
+    return [sink.resolve(expanded) for operand in operands for expanded in expand_braces(operand)]
 
 
 _DELETE_VERDICTS: dict[str, tuple[RiskTier, str]] = {
@@ -164,7 +181,7 @@ def _rm(sink: FindingSink, name: str, args: list[str]) -> None:
         sink.add(RiskTier.CRITICAL, RECURSIVE_DELETE, reason)
     if not ("--recursive" in options or has_short_flag(options, "rR")):
         return
-    for target in _targets(operands):
+    for target in _targets(sink, operands):
         kind, norm = path_kind(target)
         verdict = _DELETE_VERDICTS.get(kind)
         if verdict is not None:
@@ -183,7 +200,7 @@ def _find(sink: FindingSink, name: str, args: list[str]) -> None:
         if arg.startswith(("-", "(", "!")) and arg not in ("-H", "-L", "-P"):
             break
         if arg not in ("-H", "-L", "-P"):
-            roots.append(arg)
+            roots.append(sink.resolve(arg))
     deletes = "-delete" in args
     index = 0
     while index < len(args):
@@ -194,6 +211,11 @@ def _find(sink: FindingSink, name: str, args: list[str]) -> None:
             command = args[index + 1 : end]
             if command:
                 deletes = deletes or command[0].rsplit("/", 1)[-1] in ("rm", "shred", "unlink")
+                reason = (
+                    f"find {args[index]} runs {command[0]} on every file found, which exec mediation "
+                    "cannot see"
+                )
+                sink.add(RiskTier.HIGH, INDIRECT_EXEC, reason)
                 sink.analyze_words(command)
             index = end
         index += 1
@@ -304,7 +326,7 @@ def _chmod(sink: FindingSink, name: str, args: list[str]) -> None:
     recursive, mode, files = _mode_and_files(args)
     if mode is None:
         return
-    kinds = [path_kind(target) for target in _targets(files)]
+    kinds = [path_kind(target) for target in _targets(sink, files)]
     broad = [norm for kind, norm in kinds if kind in ("root", "home", "system_top")]
     system = [norm for kind, norm in kinds if kind == "system"]
     if _world_writable(mode):
@@ -323,7 +345,7 @@ def _chown(sink: FindingSink, name: str, args: list[str]) -> None:
     recursive, owner, files = _mode_and_files(args)
     if owner is None:
         return
-    for kind, norm in (path_kind(target) for target in _targets(files)):
+    for kind, norm in (path_kind(target) for target in _targets(sink, files)):
         if kind in ("root", "home", "system_top") and (recursive or kind != "home"):
             risk = RiskTier.CRITICAL if recursive else RiskTier.HIGH
             sink.add(risk, SYSTEM_PERMISSIONS, f"{name} changes the owner of {norm}")
@@ -357,11 +379,25 @@ def _kill(sink: FindingSink, name: str, args: list[str]) -> None:
             sink.add(RiskTier.HIGH, KILL_INIT, "kills pid 1 (init), which takes the whole system down")
         elif pid == "-1":
             sink.add(RiskTier.HIGH, KILL_INIT, "kills every process the user can signal (pid -1)")
+        elif _PARENT_PID.fullmatch(pid):
+            sink.add(RiskTier.HIGH, PROCESS_KILL, f"signals the process that started this command ({pid})")
+        elif pid.startswith("$") or "$(" in pid:
+            sink.add(RiskTier.MEDIUM, PROCESS_KILL, f"signals a process known only at run time ({pid})")
+
+
+_PARENT_PID = re.compile(r"-?\$\{?PPID\}?|-?\$\(\.\.\.\)")
+_GATEWAY_PROCESS = re.compile(r"gateway|python|uvicorn|bwrap|sandbox", re.IGNORECASE)
 
 
 def _pkill(sink: FindingSink, name: str, args: list[str]) -> None:
-    if name == "killall5" or {"init", "systemd", "1"} & set(split_options(args)[1]):
+    operands = split_options(args)[1]
+    if name == "killall5" or {"init", "systemd", "1"} & set(operands):
         sink.add(RiskTier.HIGH, KILL_INIT, f"{name} kills init or every process")
+    elif any(_GATEWAY_PROCESS.search(operand) for operand in operands):
+        sink.add(RiskTier.HIGH, PROCESS_KILL, f"{name} signals the gateway or its sandbox by name")
+    elif operands:
+        reason = f"{name} signals processes by name, which may belong to someone else"
+        sink.add(RiskTier.MEDIUM, PROCESS_KILL, reason)
 
 
 def _netcat(sink: FindingSink, name: str, args: list[str]) -> None:
@@ -378,6 +414,12 @@ def _socat(sink: FindingSink, name: str, args: list[str]) -> None:
         sink.add(RiskTier.HIGH, REVERSE_SHELL, "socat connects a network address to a program")
 
 
+def _inline_shell(sink: FindingSink, name: str, code: str) -> None:
+    reason = f"{name} runs shell code given as text, which exec mediation reads but cannot vouch for"
+    sink.add(RiskTier.HIGH, INLINE_CODE, reason)
+    sink.analyze_text(code)
+
+
 def _shell(sink: FindingSink, name: str, args: list[str]) -> None:
     """``bash -c STRING``: analyse STRING as a command line."""
     index = 0
@@ -391,21 +433,23 @@ def _shell(sink: FindingSink, name: str, args: list[str]) -> None:
             wants_string = True
         elif not arg.startswith(("-", "+")):
             if wants_string:
-                sink.analyze_text(arg)
+                _inline_shell(sink, name, arg)
             return
         index += 1
+    if wants_string:
+        _inline_shell(sink, name, "")
 
 
 def _eval(sink: FindingSink, name: str, args: list[str]) -> None:
-    sink.analyze_text(" ".join(args))
+    _inline_shell(sink, name, " ".join(args))
 
 
 def _su(sink: FindingSink, name: str, args: list[str]) -> None:
     for index, arg in enumerate(args):
         if arg in ("-c", "--command") and index + 1 < len(args):
-            sink.analyze_text(args[index + 1])
+            _inline_shell(sink, name, args[index + 1])
         elif arg.startswith("--command="):
-            sink.analyze_text(arg.split("=", 1)[1])
+            _inline_shell(sink, name, arg.split("=", 1)[1])
 
 
 def _watch(sink: FindingSink, name: str, args: list[str]) -> None:
@@ -413,12 +457,15 @@ def _watch(sink: FindingSink, name: str, args: list[str]) -> None:
     while index < len(args) and args[index].startswith("-"):
         index += 2 if args[index] in ("-n", "--interval", "-d", "--differences") else 1
     if index < len(args):
-        sink.analyze_text(" ".join(args[index:]))
+        _inline_shell(sink, name, " ".join(args[index:]))
 
 
 def _interpreter(sink: FindingSink, name: str, args: list[str]) -> None:
     for index, arg in enumerate(args):
-        if arg in _CODE_FLAGS and index + 1 < len(args):
+        if (arg in _CODE_FLAGS or (arg.startswith("-") and arg[-1:] in "ce" and len(arg) > 2
+                                   and not arg.startswith("--"))) and index + 1 < len(args):  # fmt: skip
+            reason = f"{name} runs code given inline ({arg}), which exec mediation cannot follow"
+            sink.add(RiskTier.HIGH, INLINE_CODE, reason)
             code_rules(sink, name, args[index + 1])
             return
 

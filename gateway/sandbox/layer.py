@@ -1,13 +1,14 @@
 """The sandbox layer of the tool pipeline (layer 2): confine file tools, mediate and confine bash.
 
-`sandbox_layer(tools, settings, audit)` returns the same tools, wrapped:
+`sandbox_layer(tools, settings, audit, machine=...)` returns the same tools, wrapped:
 
 - `read`, `write`, `edit`, `grep`, `find`, `ls`: the `path` argument (default: the workspace) is
   resolved with `resolve_in_workspace`; a path leading outside is refused, otherwise the tool
   receives the resolved absolute path;
-- `bash`: the command is classified by exec mediation; every command with a risk above none is
-  audited with the decision, and those at or above the deny threshold are refused; the rest run
-  through the runner the sandbox mode selects;
+- `bash`: the command is classified by exec mediation; every refusal and every allowed command
+  at or above medium is audited with the decision and the parsed reason, and those at or above
+  the deny threshold are refused; the rest run through the runner the machine chooses for the
+  sandbox mode, or are refused with the reason and the fix when no runner can confine them;
 - any other tool passes through untouched.
 
 The workspace directory is created when missing. Wrapping keeps each tool's name, label,
@@ -20,41 +21,27 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from agent_core.abort import AbortSignal
 from agent_core.agent_types import AgentTool, AgentToolResult, ToolUpdateCallback
 from agent_core.errors import ToolError
-from agent_core.tools import FILE_TOOL_NAMES, CommandRunner, LocalRunner, create_bash_tool
+from agent_core.tools import FILE_TOOL_NAMES, create_bash_tool
 from gateway.sandbox.errors import CommandRefusedError, PathOutsideWorkspaceError, SandboxUnavailableError
 from gateway.sandbox.exec_mediation import Classification, classify
+from gateway.sandbox.machine import SandboxMachine
 from gateway.sandbox.paths import resolve_in_workspace
 from gateway.sandbox.risk import RiskTier
-from gateway.sandbox.runners import BwrapRunner, ConfinedRunner, bwrap_available
 from gateway.sandbox.settings import SandboxSettings
 
 AuditCallback = Callable[[dict[str, Any]], None]
+_WRITING_TOOLS = frozenset({"write", "edit"})
 
 
-def select_runner(
-    settings: SandboxSettings, bwrap_probe: Callable[[], bool] = bwrap_available
-) -> CommandRunner | None:
-    """The runner for `settings.mode`; ``None`` when mode ``"bwrap"`` cannot be honoured."""
-    workspace = settings.workspace.resolve()
-    common: dict[str, Any] = {
-        "max_timeout_s": settings.timeout_s,
-        "output_cap_bytes": settings.output_cap_bytes,
-    }
-    if settings.mode == "off":
-        return LocalRunner(**common)
-    if settings.mode in ("auto", "bwrap") and bwrap_probe():
-        return BwrapRunner(workspace, allowed_env=settings.allowed_env, **common)
-    if settings.mode == "bwrap":
-        return None
-    return ConfinedRunner(workspace, allowed_env=settings.allowed_env, **common)
-
-
-def _confine_paths(tool: AgentTool, settings: SandboxSettings, audit: AuditCallback) -> AgentTool:
+def _confine_paths(
+    tool: AgentTool, settings: SandboxSettings, audit: AuditCallback, machine: SandboxMachine
+) -> AgentTool:
     inner = tool.execute
     workspace = settings.workspace
 
@@ -81,7 +68,10 @@ def _confine_paths(tool: AgentTool, settings: SandboxSettings, audit: AuditCallb
                 }
             )
             raise
-        return await inner(tool_call_id, {**params, "path": str(resolved)}, signal, on_update)
+        result = await inner(tool_call_id, {**params, "path": str(resolved)}, signal, on_update)
+        if tool.name in _WRITING_TOOLS:
+            machine.share(workspace, resolved)
+        return result
 
     return dataclasses.replace(tool, execute=execute)
 
@@ -96,11 +86,28 @@ def _refusal(classification: Classification) -> str:
 
 
 def _mediate_bash(
-    tool: AgentTool, settings: SandboxSettings, audit: AuditCallback, runner: CommandRunner | None
+    tool: AgentTool, settings: SandboxSettings, audit: AuditCallback, machine: SandboxMachine
 ) -> AgentTool:
     workspace = settings.workspace.resolve()
-    inner = create_bash_tool(workspace, runner=runner) if runner is not None else None
     threshold = settings.threshold
+
+    def record(tool_call_id: str, command: str, classification: Classification, decision: str) -> None:
+        choice = machine.choose(settings.mode)
+        audit(
+            {
+                "event": "sandbox.exec_mediation",
+                "tool": tool.name,
+                "tool_call_id": tool_call_id,
+                "command": command,
+                "risk": classification.risk.label,
+                "classes": list(classification.classes),
+                "reason": classification.reason,
+                "threshold": threshold.label if threshold is not None else None,
+                "decision": decision,
+                "mode": settings.mode,
+                "runner": choice.runner or "none",
+            }
+        )
 
     async def execute(
         tool_call_id: str, params: Any, signal: AbortSignal | None, on_update: ToolUpdateCallback | None
@@ -108,33 +115,35 @@ def _mediate_bash(
         command = params.get("command") if isinstance(params, Mapping) else None
         if not isinstance(command, str):
             raise ToolError("Missing required argument 'command'")
-        # Off the event loop: a long line takes up to a second to read.
+        # Off the event loop: a long line takes a while to read.
         classification = await asyncio.to_thread(classify, command)
         denied = threshold is not None and classification.risk >= threshold
-        if classification.risk > RiskTier.NONE:
-            audit(
-                {
-                    "event": "sandbox.exec_mediation",
-                    "tool": tool.name,
-                    "tool_call_id": tool_call_id,
-                    "command": command,
-                    "risk": classification.risk.label,
-                    "classes": list(classification.classes),
-                    "reason": classification.reason,
-                    "threshold": threshold.label if threshold is not None else None,
-                    "decision": "denied" if denied else "allowed",
-                    "mode": settings.mode,
-                }
-            )
+        if denied or classification.risk >= RiskTier.MEDIUM:
+            record(tool_call_id, command, classification, "denied" if denied else "allowed")
         if denied:
             raise CommandRefusedError(_refusal(classification), classification)
-        if inner is None:
-            audit({"event": "sandbox.unavailable", "tool": tool.name, "tool_call_id": tool_call_id})
-            raise SandboxUnavailableError(
-                "Sandbox mode 'bwrap' is configured but bubblewrap cannot run on this machine, so "
-                "commands are refused; install bubblewrap or set the sandbox mode to 'auto' or 'confined'"
+        try:
+            runner = await asyncio.to_thread(machine.runner, settings)
+        except SandboxUnavailableError as exc:
+            audit(
+                {
+                    "event": "sandbox.unavailable",
+                    "tool": tool.name,
+                    "tool_call_id": tool_call_id,
+                    "mode": settings.mode,
+                    "reason": str(exc),
+                }
             )
-        return await inner.execute(tool_call_id, params, signal, on_update)
+            raise
+        bash = create_bash_tool(workspace, runner=runner)
+        try:
+            return await bash.execute(tool_call_id, params, signal, on_update)
+        except ToolError as exc:
+            if runner.limit_note is None:
+                raise
+            audit({"event": "sandbox.limit", "tool": tool.name, "tool_call_id": tool_call_id,
+                   "command": command, "reason": runner.limit_note})  # fmt: skip
+            raise ToolError(f"{exc}\n\n{runner.limit_note}") from exc
 
     return dataclasses.replace(tool, execute=execute)
 
@@ -144,19 +153,18 @@ def sandbox_layer(
     settings: SandboxSettings,
     audit: AuditCallback,
     *,
-    bwrap_probe: Callable[[], bool] = bwrap_available,
+    machine: SandboxMachine,
 ) -> list[AgentTool]:
-    """Wrap `tools` for `settings` (see the module docstring). `bwrap_probe` decides whether
-    bubblewrap is usable (tests replace it). The workspace is created if it does not exist yet
-    (bubblewrap can only bind an existing directory)."""
-    settings.workspace.mkdir(parents=True, exist_ok=True)
-    runner = select_runner(settings, bwrap_probe) if any(tool.name == "bash" for tool in tools) else None
+    """Wrap `tools` for `settings` (see the module docstring) with the runners `machine` offers.
+    The workspace is created if it does not exist yet (bubblewrap can only bind an existing
+    directory)."""
+    Path(settings.workspace).mkdir(parents=True, exist_ok=True)
     wrapped: list[AgentTool] = []
     for tool in tools:
         if tool.name in FILE_TOOL_NAMES:
-            wrapped.append(_confine_paths(tool, settings, audit))
+            wrapped.append(_confine_paths(tool, settings, audit, machine))
         elif tool.name == "bash":
-            wrapped.append(_mediate_bash(tool, settings, audit, runner))
+            wrapped.append(_mediate_bash(tool, settings, audit, machine))
         else:
             wrapped.append(tool)
     return wrapped

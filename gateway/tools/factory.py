@@ -1,4 +1,9 @@
-"""The tools factory handed to `sessions`: builds each run's pipeline from config."""
+"""The tools factory handed to `sessions`: builds each run's pipeline from config.
+
+It owns the daemon's `SandboxMachine`: the runners are probed when the factory is made (at
+start-up), the choice for the configured mode is logged, and `sandbox_status` answers the
+`sandbox` object of `health` and `status`.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ import structlog
 
 from agent_core import AgentTool
 from gateway.config import GatewayConfig
+from gateway.sandbox import ResourceLimits, SandboxMachine, SandboxSettings
 from gateway.tools.host import ManagerToolsHost
 from gateway.tools.pipeline import PipelineSpec, build_tools
 from sessions.profiles import RunContext
@@ -20,20 +26,60 @@ if TYPE_CHECKING:
 audit_log = structlog.get_logger("gateway.audit")
 
 
-def _audit(record: dict[str, Any]) -> None:
-    # The record's own `event` (`sandbox.exec_mediation`, `sandbox.path_refused`, ...) names the
-    # log line; passed as a keyword it would collide with structlog's `event` argument, the
-    # audit would raise, and the command would be refused without an audit line.
-    fields = dict(record)
-    audit_log.warning(str(fields.pop("event", "sandbox.audit")), **fields)
+def _audit_for(session_id: str, agent_id: str) -> Callable[[dict[str, Any]], None]:
+    def audit(record: dict[str, Any]) -> None:
+        # The record's own `event` (`sandbox.exec_mediation`, `sandbox.path_refused`, ...) names
+        # the log line; passed as a keyword it would collide with structlog's `event` argument,
+        # the audit would raise, and the command would be refused without an audit line.
+        fields = {"session_id": session_id, "agent_id": agent_id, **record}
+        audit_log.warning(str(fields.pop("event", "sandbox.audit")), **fields)
+
+    return audit
 
 
-def make_tools_factory(
-    config: GatewayConfig, state: Callable[[], GatewayState]
-) -> Callable[[RunContext], list[AgentTool]]:
-    def factory(ctx: RunContext) -> list[AgentTool]:
-        from gateway.sandbox import SandboxSettings
+def resource_limits(config: GatewayConfig) -> ResourceLimits:
+    section = config.sandbox
+    return ResourceLimits(
+        max_processes=section.max_processes,
+        memory_bytes=section.memory_bytes,
+        cpu_seconds=section.cpu_seconds,
+        file_size_bytes=section.file_size_bytes,
+        open_files=section.open_files,
+    )
 
+
+class ToolsFactory:
+    """`factory(ctx)` builds the tools of one run; `close()` when the gateway stops."""
+
+    def __init__(self, config: GatewayConfig, state: Callable[[], GatewayState]) -> None:
+        section = config.sandbox
+        self.config = config
+        self.state = state
+        self.limits = resource_limits(config)
+        self.machine = SandboxMachine(
+            home=config.home,
+            bwrap=section.bwrap_path,
+            uid_base=section.uid_base,
+            uid_count=section.uid_count,
+            gid_base=section.uid_base,
+        )
+        agent_modes = [config.resolve_agent(agent).sandbox_mode for agent in config.agent_ids]
+        for mode in dict.fromkeys([section.mode, *agent_modes]):
+            self.machine.announce(mode)
+
+    def sandbox_status(self) -> dict[str, Any]:
+        return self.machine.status(self.config.sandbox.mode, self.limits)
+
+    def banner(self) -> str:
+        """One line for the start-up banner."""
+        choice = self.machine.choose(self.config.sandbox.mode)
+        if choice.runner is None:
+            return f"sandbox: mode {choice.mode}, NO RUNNER, bash is refused ({choice.reason})"
+        state = "confined" if choice.confined else "NOT CONFINED"
+        return f"sandbox: mode {choice.mode}, runner {choice.runner} ({state}; {choice.reason})"
+
+    def __call__(self, ctx: RunContext) -> list[AgentTool]:
+        config = self.config
         extra = ctx.profile.extra
         workspace = Path(ctx.profile.workspace or config.home / "workspaces" / ctx.profile.id)
         sandbox = SandboxSettings(
@@ -42,15 +88,17 @@ def make_tools_factory(
             deny_threshold=config.sandbox.deny_threshold,
             timeout_s=config.sandbox.timeout_s,
             output_cap_bytes=config.sandbox.output_cap_bytes,
+            limits=self.limits,
         )
-        gw = state()
+        gw = self.state()
         channels = gw.channels
         spec = PipelineSpec(
             session=ctx.session,
             provider=ctx.model.provider,
             workspace=workspace,
             sandbox=sandbox,
-            audit=_audit,
+            machine=self.machine,
+            audit=_audit_for(ctx.session.id, ctx.profile.id),
             host=ManagerToolsHost(gw),
             channel_tools=getattr(channels, "tools_for", None),
             allow=tuple(extra.get("tools_allow") or ()),
@@ -58,4 +106,9 @@ def make_tools_factory(
         )
         return build_tools(spec)
 
-    return factory
+    def close(self) -> None:
+        self.machine.close()
+
+
+def make_tools_factory(config: GatewayConfig, state: Callable[[], GatewayState]) -> ToolsFactory:
+    return ToolsFactory(config, state)

@@ -17,11 +17,11 @@ class ManagerToolsHost:
 
     async def branch_session(self, session_id: str, label: str | None) -> dict[str, Any]:
         store = self.state.store
-        parent = await store.get_session(session_id)
+        parent = await store.tree.get_session(session_id)
         base = (
             parent.keys[0] if parent is not None and parent.keys else f"agent:main:session:{session_id[:8]}"
         )
-        branch = await store.branch(session_id, key=f"{base}:branch:{new_id()[-8:]}", label=label)
+        branch = await store.tree.branch(session_id, key=f"{base}:branch:{new_id()[-8:]}", label=label)
         self.state.bridge.session_changed(branch.id, "branch")
         return {"key": branch.keys[0] if branch.keys else None, "sessionId": branch.id}
 
@@ -36,11 +36,11 @@ class ManagerToolsHost:
     ) -> dict[str, Any]:
         manager = self.state.manager
         store = self.state.store
-        parent = await store.get_session(parent_session_id)
+        parent = await store.tree.get_session(parent_session_id)
         if parent is None:
             raise RuntimeError("the parent session no longer exists")
         base = parent.keys[0] if parent.keys else f"agent:{parent.agent_id}:session:{parent.id[:8]}"
-        child = await store.create_session(
+        child = await store.tree.create_session(
             agent_id=agent_id or parent.agent_id,
             key=f"{base}:subagent:{new_id()[-8:]}",
             kind="subagent",
@@ -56,7 +56,7 @@ class ManagerToolsHost:
             def on_abort() -> None:
                 import asyncio
 
-                task = asyncio.ensure_future(manager.abort(child.id, reason="aborted"))
+                task = asyncio.ensure_future(manager.abort(child.id))
                 self.state.track(task)
 
             remove = signal.add_listener(on_abort)
@@ -68,7 +68,7 @@ class ManagerToolsHost:
         return {**result, "sessionId": child.id, "key": child.keys[0] if child.keys else None}
 
     async def interrupt_run(self, session_id: str, reason: str | None) -> None:
-        await self.state.manager.abort(session_id, reason="aborted")
+        await self.state.manager.abort(session_id)
 
     async def reload_config(self) -> dict[str, Any]:
         return await self.state.reload_config()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_core import AbortSignal, AgentTool
+from gateway.sandbox import SandboxMachine, SandboxSettings
 from gateway.tools.abort_wrap import abort_layer
 from gateway.tools.gateway_tools import GatewayToolsHost, gateway_tools
 from gateway.tools.policy import policy_layer
@@ -34,8 +35,10 @@ class PipelineSpec:
     session: Any
     provider: str
     workspace: Path
-    sandbox: Any
+    sandbox: SandboxSettings
     audit: Callable[[dict[str, Any]], None]
+    machine: SandboxMachine
+    """The daemon's sandbox runners."""
     host: GatewayToolsHost | None = None
     channel_tools: ChannelTools | None = None
     allow: Sequence[str] = ()
@@ -56,7 +59,7 @@ def base_layer(workspace: Path) -> list[AgentTool]:
 def sandbox_stage(tools: list[AgentTool], spec: PipelineSpec) -> list[AgentTool]:
     from gateway.sandbox import sandbox_layer
 
-    return list(sandbox_layer(tools, spec.sandbox, spec.audit))
+    return list(sandbox_layer(tools, spec.sandbox, spec.audit, machine=spec.machine))
 
 
 def build_tools(spec: PipelineSpec) -> list[AgentTool]:

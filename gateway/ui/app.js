@@ -6,7 +6,7 @@
 
 import { forgetCredentials, readCredentials, refusalText, saveCredentials } from "./auth.js";
 import { ConnectionLost, GatewayConnection } from "./connection.js";
-import { prompt, toast } from "./dialogs.js";
+import { dismissToasts, placeToasts, prompt, toast } from "./dialogs.js";
 import { formatCost, formatTokens } from "./dom.js";
 import { SessionFeed } from "./feed.js";
 import { Outbox } from "./outbox.js";
@@ -19,6 +19,9 @@ const DASHBOARD_VERSION = "0.1.0";
 const STATUS_EVERY_MS = 5_000;
 const LIST_PAGE = 200;
 const LIST_MAX = 2_000;
+/** Within this many pixels of the end the transcript counts as at the bottom (and follows). */
+const NEAR_BOTTOM_PX = 80;
+const TOAST_GAP_PX = 12;
 
 const $ = (id) => document.getElementById(id);
 
@@ -87,6 +90,7 @@ class App {
 
   async onReady(hello) {
     $("auth-dialog").open && $("auth-dialog").close();
+    dismissToasts("connection"); // "the gateway is stopping", "not connected": over now
     this.status = { version: hello?.server?.version, uptimeMs: hello?.snapshot?.uptimeMs };
     this.statusAt = Date.now();
     this.renderStatus();
@@ -199,7 +203,9 @@ class App {
       return;
     }
     if (name === "shutdown") {
-      toast(`The gateway is stopping (${payload.reason || "shutdown"}); the dashboard reconnects when it is back.`, "warn");
+      toast(`The gateway is stopping (${payload.reason || "shutdown"}); the dashboard reconnects when it is back.`, "warn", {
+        topic: "connection",
+      });
     }
   }
 
@@ -289,8 +295,9 @@ class App {
     try {
       return await this.connection.request(method, params);
     } catch (error) {
-      const reason = error instanceof ConnectionLost ? "not connected to the gateway" : error.message;
-      toast(`${what}: ${reason}`, "error");
+      const lost = error instanceof ConnectionLost;
+      const reason = lost ? "not connected to the gateway" : error.message;
+      toast(`${what}: ${reason}`, "error", { topic: lost ? "connection" : null });
       return null;
     }
   }
@@ -443,14 +450,29 @@ class App {
     });
     const scroller = $("transcript-scroll");
     scroller.addEventListener("scroll", () => {
-      this._stickToBottom = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 80;
-      $("jump").hidden = this._stickToBottom;
+      this._stickToBottom = distanceToEnd(scroller) < NEAR_BOTTOM_PX;
+      this.updateJump();
     });
+    // Scrolling up stops following at once: a smooth scroll's first small step would otherwise
+    // count as "still at the bottom" and the next streamed word would pull the view back down.
+    // (Not when the wheel scrolls a tool's output or a code block inside the transcript.)
+    const scrollsUp = (event) =>
+      event.deltaY < 0 && scroller.scrollTop > 0 && !event.target.closest?.(".tool-output, pre.code");
+    scroller.addEventListener(
+      "wheel",
+      (event) => {
+        if (scrollsUp(event)) this._stickToBottom = false;
+      },
+      { passive: true },
+    );
     $("jump").addEventListener("click", () => {
       this._stickToBottom = true;
       scroller.scrollTop = scroller.scrollHeight;
-      $("jump").hidden = true;
+      this.updateJump();
     });
+    const place = () => this.placeToasts();
+    window.addEventListener("resize", place);
+    if (globalThis.ResizeObserver) new ResizeObserver(place).observe($("composer"));
     const save = () => this.feed?.saveNow();
     window.addEventListener("pagehide", save);
     document.addEventListener("visibilitychange", () => document.visibilityState === "hidden" && save());
@@ -496,7 +518,11 @@ class App {
     const feed = this.feed;
     $("empty-state").hidden = Boolean(feed);
     $("session").hidden = !feed;
-    if (!feed) return;
+    if (!feed) {
+      this.updateJump();
+      this.placeToasts();
+      return;
+    }
     const row = this.currentRow() || { sessionId: feed.sessionId };
     const transcript = feed.transcript;
     $("session").dataset.feed = feed.phase;
@@ -549,11 +575,33 @@ class App {
       },
     });
     if (stick) scroller.scrollTop = scroller.scrollHeight;
+    this.updateJump();
+    this.placeToasts();
+  }
+
+  /** "↓ Latest" shows exactly when the end of the transcript is out of view. It floats over the
+   * transcript (outside its scrolling content), so showing it never moves what it measures. */
+  updateJump() {
+    const scroller = $("transcript-scroll");
+    const away = !$("session").hidden && distanceToEnd(scroller) >= NEAR_BOTTOM_PX;
+    $("jump").hidden = !away;
+  }
+
+  /** Notes go just above the message box when a session is shown, else near the bottom edge. */
+  placeToasts() {
+    const composer = $("composer");
+    const shown = !$("session").hidden && composer.getClientRects().length > 0;
+    const above = shown ? Math.max(0, window.innerHeight - composer.getBoundingClientRect().top) : 0;
+    placeToasts(above + TOAST_GAP_PX);
   }
 
   renderStatus() {
     renderConnection(this.connection.state(), this.status, this.statusAt, Boolean(this.credentials));
   }
+}
+
+function distanceToEnd(scroller) {
+  return scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight;
 }
 
 const app = new App();

@@ -55,10 +55,37 @@ export function prompt({ title, text, fields, ok, danger = false }) {
   });
 }
 
-/** A note in the corner for a few seconds; `tone`: info | ok | warn | error. */
-export function toast(text, tone = "info") {
+/**
+ * A passing note for a few seconds; `tone`: info | ok | warn | error. A note with a `topic` can be
+ * taken back early (`dismissToasts(topic)`: the connection notes once the gateway is back). The
+ * same text twice shows once. Notes sit above the message box (`placeToasts`) and never take
+ * clicks, so they cover nothing one needs.
+ */
+export function toast(text, tone = "info", { topic = null } = {}) {
+  const box = $("toasts");
+  for (const old of [...box.children]) if (old.textContent === text) old.remove();
   const node = h(`div.toast.toast-${tone}`, text);
-  $("toasts").append(node);
-  setTimeout(() => node.classList.add("leaving"), 5_000);
-  setTimeout(() => node.remove(), 5_600);
+  if (topic) node.dataset.topic = topic;
+  box.append(node);
+  setTimeout(() => fade(node), TOAST_MS);
+}
+
+const TOAST_MS = 5_000;
+const FADE_MS = 600;
+
+function fade(node) {
+  if (!node.isConnected) return;
+  node.classList.add("leaving");
+  node.addEventListener("transitionend", () => node.remove(), { once: true });
+  setTimeout(() => node.remove(), FADE_MS); // no transition (reduced motion): gone all the same
+}
+
+/** Remove the notes about `topic` at once. */
+export function dismissToasts(topic) {
+  for (const node of [...$("toasts").children]) if (node.dataset.topic === topic) node.remove();
+}
+
+/** Keep the notes `px` pixels above the bottom of the window (just above the message box). */
+export function placeToasts(px) {
+  $("toasts").style.setProperty("--toast-bottom", `${Math.round(px)}px`);
 }

@@ -47,5 +47,14 @@ function facts(status, statusAt) {
   if (typeof status.connections === "number") parts.push(plural(status.connections, "connection"));
   if (typeof status.runsInFlight === "number") parts.push(`${plural(status.runsInFlight, "run")} active`);
   if (typeof status.sessions?.count === "number") parts.push(plural(status.sessions.count, "session"));
+  const sandbox = sandboxFact(status.sandbox);
+  if (sandbox) parts.push(sandbox);
   return parts.join(" · ");
+}
+
+/** Which runner confines `bash`, as `status` reports it; loud when nothing does. */
+export function sandboxFact(sandbox) {
+  if (!sandbox || typeof sandbox !== "object") return "";
+  if (!sandbox.runner || sandbox.runner === "none") return "sandbox: none, bash refused";
+  return sandbox.confined ? `sandbox ${sandbox.runner}` : `sandbox ${sandbox.runner} (NOT CONFINED)`;
 }

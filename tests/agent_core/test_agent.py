@@ -14,6 +14,7 @@ from agent_core import (
     AgentBusyError,
     AgentEvent,
     AgentMessage,
+    AgentOptions,
     AgentTool,
     AgentToolResult,
     AssistantMessageEventStream,
@@ -87,7 +88,7 @@ def test_default_state() -> None:
     assert state.pending_tool_calls == frozenset()
     assert state.error_message is None
     assert agent.steering_mode == "one-at-a-time" and agent.follow_up_mode == "one-at-a-time"
-    assert agent.tool_execution == "parallel"
+    assert agent.options == AgentOptions()
     assert agent.signal is None
 
 
@@ -222,10 +223,7 @@ async def test_loop_options_come_from_the_agent_and_stay_mutable_between_prompts
         return f"key-for-{provider}"
 
     async with ScriptedStream(reply("1"), reply("2")) as script:
-        agent = Agent(
-            initial_state={"model": MODEL, "thinking_level": "medium"},
-            stream_fn=script,
-            get_api_key=get_api_key,
+        stream = StreamOptions(
             session_id="first",
             temperature=0.5,
             max_tokens=10,
@@ -234,8 +232,13 @@ async def test_loop_options_come_from_the_agent_and_stay_mutable_between_prompts
             timeout_ms=30,
             headers={"h": "v"},
         )
+        options = AgentOptions(get_api_key=get_api_key, stream=stream)
+        agent = Agent(
+            initial_state={"model": MODEL, "thinking_level": "medium"}, options=options, stream_fn=script
+        )
+        assert agent.options is options
         await agent.prompt("a")
-        agent.session_id = "second"
+        agent.options.stream.session_id = "second"
         agent.state.thinking_level = "off"
         await agent.prompt("b")
     first, second = script.calls[0][2], script.calls[1][2]
@@ -250,6 +253,7 @@ async def test_loop_options_come_from_the_agent_and_stay_mutable_between_prompts
     assert limits == (0.5, 10, 1, 20, 30)
     assert first.headers == {"h": "v"}
     assert (second.session_id, second.reasoning) == ("second", None)
+    assert stream.reasoning is None  # the thinking level goes to each run's copy only
 
 
 async def test_the_loop_works_on_a_snapshot_of_the_transcript() -> None:
@@ -479,14 +483,13 @@ async def test_a_throwing_hook_becomes_a_synthetic_error_message(where: str) -> 
     async def transform_boom(messages: list[AgentMessage], signal: AbortSignal | None) -> list[AgentMessage]:
         raise RuntimeError(f"{where} exploded")
 
-    options: dict[str, Any] = {"stream_fn": ScriptedStream(reply("never"))}
+    agent = Agent(initial_state={"model": MODEL}, stream_fn=ScriptedStream(reply("never")))
     if where == "stream_fn":
-        options["stream_fn"] = boom
+        agent.stream_fn = boom
     elif where == "convert_to_llm":
-        options["convert_to_llm"] = boom
+        agent.options.convert_to_llm = boom
     else:
-        options["transform_context"] = transform_boom
-    agent = Agent(initial_state={"model": MODEL}, **options)
+        agent.options.transform_context = transform_boom
     rec = Recorder()
     agent.subscribe(rec.listener)
     await agent.prompt("hello")

@@ -26,6 +26,7 @@ from agent_core import (
     AgentEvent,
     AgentLoopConfig,
     AgentMessage,
+    AgentOptions,
     AgentTool,
     AgentToolResult,
     AssistantMessage,
@@ -297,7 +298,7 @@ async def two_sequential_tool_calls() -> Outcome:
         done_only(assistant(text("done"))),
         prompt="echo both",
         context=AgentContext(tools=[echo_tool(rec, work=_slow_first)]),
-        config=AgentLoopConfig(model=MODEL, tool_execution="sequential"),
+        config=AgentLoopConfig(model=MODEL, options=AgentOptions(tool_execution="sequential")),
     )
 
 
@@ -376,7 +377,7 @@ async def should_stop_after_turn() -> Outcome:
         model=MODEL,
         get_steering_messages=steering,
         get_follow_up_messages=follow_ups,
-        should_stop_after_turn=stop,
+        options=AgentOptions(should_stop_after_turn=stop),
     )
     return await run_loop(
         rec,
@@ -448,7 +449,9 @@ async def transform_and_convert() -> Outcome:
         assistant(text("old answer")),
         CustomMessage(role="notification", text="build finished"),
     ]
-    config = AgentLoopConfig(model=MODEL, transform_context=transform, convert_to_llm=convert)
+    config = AgentLoopConfig(
+        model=MODEL, options=AgentOptions(transform_context=transform, convert_to_llm=convert)
+    )
     outcome = await run_loop(
         rec,
         done_only(assistant(text("r"))),
@@ -511,7 +514,7 @@ async def _steering_during_first_tool(mode: Any) -> Outcome:
     agent = Agent(
         initial_state={"model": MODEL, "tools": [_steering_tools(rec, agent_ref)]},
         stream_fn=script,
-        tool_execution=mode,
+        options=AgentOptions(tool_execution=mode),
     )
     agent_ref.append(agent)
     return Outcome(rec, await run_agent(rec, agent, "start", script))

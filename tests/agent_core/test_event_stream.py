@@ -6,7 +6,14 @@ import asyncio
 
 import pytest
 
-from agent_core import AssistantMessageEventStream, DoneEvent, ErrorEvent, EventStream, StartEvent
+from agent_core import (
+    AgentCoreError,
+    AssistantMessageEventStream,
+    DoneEvent,
+    ErrorEvent,
+    EventStream,
+    StartEvent,
+)
 from tests.agent_core._scripted import assistant, text
 
 
@@ -91,3 +98,152 @@ async def test_assistant_stream_completes_on_done_or_error(kind: str) -> None:
     )
     assert [e.type async for e in stream] == ["start", kind]
     assert await stream.result() is final
+
+
+# --- the producer task a stream owns ------------------------------------------------------------
+
+
+class Producer:
+    """A producer coroutine that pushes `items` (one loop tick apart; `pushed` is set after the
+    last), then waits on `gate` (forever unless it is set), and records how it ended."""
+
+    def __init__(self, stream: EventStream[str, str], *items: str) -> None:
+        self.stream = stream
+        self.items = items
+        self.gate = asyncio.Event()
+        self.pushed = asyncio.Event()
+        self.ended = asyncio.Event()
+        self.outcome = ""
+
+    async def run(self) -> None:
+        try:
+            for item in self.items:
+                self.stream.push(item)
+                await asyncio.sleep(0)
+            self.pushed.set()
+            await self.gate.wait()
+            self.outcome = "finished"
+        except asyncio.CancelledError:
+            self.outcome = "cancelled"
+            raise
+        finally:
+            self.ended.set()
+
+
+def started(*items: str) -> tuple[EventStream[str, str], Producer]:
+    stream = stream_of_strings()
+    producer = Producer(stream, *items)
+    stream.start(producer.run())
+    return stream, producer
+
+
+async def test_aclose_cancels_a_running_producer_and_waits_for_it() -> None:
+    stream, producer = started("a", "b")
+    async for event in stream:
+        if event == "b":
+            break
+    await stream.aclose()
+    assert producer.outcome == "cancelled"
+    assert not stream.producing
+    await stream.aclose()  # idempotent
+
+
+async def test_a_consumer_raising_inside_async_with_stops_the_producer() -> None:
+    stream, producer = started("a")
+    with pytest.raises(RuntimeError, match="consumer broke"):
+        async with stream:
+            async for _event in stream:
+                raise RuntimeError("consumer broke")
+    assert producer.outcome == "cancelled"
+    assert not stream.producing
+
+
+async def test_an_abandoned_iteration_cancels_the_producer_without_aclose() -> None:
+    stream, producer = started("a")
+    async for _event in stream:
+        break  # the iterator is finalised by the event loop soon after
+    async with asyncio.timeout(5):
+        await producer.ended.wait()
+    assert producer.outcome == "cancelled"
+
+
+async def test_a_cancelled_consumer_cancels_the_producer() -> None:
+    stream, producer = started("a")
+    seen: list[str] = []
+
+    async def consume() -> None:
+        async for event in stream:
+            seen.append(event)
+
+    consumer = asyncio.ensure_future(consume())
+    await producer.pushed.wait()
+    await asyncio.sleep(0)
+    assert seen == ["a"]  # the consumer is waiting for the next event
+    consumer.cancel()
+    await asyncio.wait({consumer})
+    async with asyncio.timeout(5):
+        await producer.ended.wait()
+    assert producer.outcome == "cancelled"
+
+
+async def test_a_producer_that_completed_the_stream_is_waited_for_never_cancelled() -> None:
+    stream, producer = started("a", "done")
+    async for event in stream:
+        if event == "done":
+            break
+    asyncio.get_running_loop().call_soon(producer.gate.set)
+    await stream.aclose()
+    assert producer.outcome == "finished"
+
+
+async def test_result_and_the_end_of_iteration_wait_for_the_producer_to_finish() -> None:
+    stream, producer = started("a", "done")
+    waiter = asyncio.ensure_future(stream.result())
+    await producer.pushed.wait()
+    await asyncio.sleep(0)
+    assert stream.done and not waiter.done()  # completed, but the producer is still cleaning up
+    producer.gate.set()
+    assert await waiter == "result of done"
+    assert producer.outcome == "finished"
+
+    stream, producer = started("done")
+    asyncio.get_running_loop().call_soon(producer.gate.set)
+    assert await collect(stream) == ["done"]
+    assert producer.outcome == "finished"
+
+
+async def test_a_producer_that_ends_without_completing_fails_the_stream() -> None:
+    stream = stream_of_strings()
+
+    async def give_up() -> None:
+        stream.push("a")
+
+    stream.start(give_up())
+    seen: list[str] = []
+    with pytest.raises(AgentCoreError, match="producer ended without completing"):
+        async for event in stream:
+            seen.append(event)
+    assert seen == ["a"]
+
+
+async def test_a_producer_that_raises_fails_the_stream_and_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stream = stream_of_strings()
+
+    async def explode() -> None:
+        raise ValueError("producer bug")
+
+    stream.start(explode(), name="exploding")
+    with pytest.raises(ValueError, match="producer bug"):
+        await stream.result()
+    assert "stream producer exploding failed" in caplog.text
+
+
+async def test_a_stream_has_at_most_one_producer() -> None:
+    stream, producer = started("done")
+    extra = Producer(stream)
+    with pytest.raises(RuntimeError, match="already has a producer"):
+        stream.start(extra.run())
+    producer.gate.set()
+    assert await stream.result() == "result of done"

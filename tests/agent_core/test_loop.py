@@ -4,6 +4,7 @@ EventStream entry points and the ownership of the loop's tasks."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 import types
 from collections.abc import Awaitable, Callable
@@ -21,6 +22,7 @@ from agent_core import (
     AgentEvent,
     AgentLoopConfig,
     AgentMessage,
+    AgentOptions,
     AgentTool,
     AgentToolResult,
     AssistantMessageEventStream,
@@ -137,7 +139,7 @@ async def test_before_tool_call_mutated_args_are_executed_without_revalidation()
         calls(("tool-1", "hello")),
         DONE,
         tools=[recording_tool(executed)],
-        config=AgentLoopConfig(model=MODEL, before_tool_call=before),
+        config=AgentLoopConfig(model=MODEL, options=AgentOptions(before_tool_call=before)),
     )
     assert executed == [123]
     assert ends(rec) == [("tool-1", False, "echoed: 123")]
@@ -155,7 +157,7 @@ async def test_before_tool_call_sees_the_raw_call_and_validated_args() -> None:
         done_only(assistant(call("tool-1", "echo", {"value": 7}), stop_reason="toolUse")),
         DONE,
         tools=[recording_tool([])],
-        config=AgentLoopConfig(model=MODEL, before_tool_call=before),
+        config=AgentLoopConfig(model=MODEL, options=AgentOptions(before_tool_call=before)),
     )
     assert seen == [({"value": 7}, {"value": "7"})]
 
@@ -173,7 +175,7 @@ async def test_before_tool_call_block_becomes_an_error_result(reason: str | None
         calls(("tool-1", "x")),
         DONE,
         tools=[recording_tool(executed)],
-        config=AgentLoopConfig(model=MODEL, before_tool_call=before),
+        config=AgentLoopConfig(model=MODEL, options=AgentOptions(before_tool_call=before)),
     )
     assert executed == []
     assert ends(rec) == [("tool-1", True, expected)]
@@ -190,7 +192,7 @@ async def test_before_tool_call_raise_becomes_an_error_result() -> None:
         calls(("tool-1", "x")),
         DONE,
         tools=[recording_tool([])],
-        config=AgentLoopConfig(model=MODEL, before_tool_call=before),
+        config=AgentLoopConfig(model=MODEL, options=AgentOptions(before_tool_call=before)),
     )
     assert ends(rec) == [("tool-1", True, "policy check failed")]
 
@@ -205,7 +207,7 @@ async def test_after_tool_call_overrides_field_by_field() -> None:
         calls(("tool-1", "a")),
         DONE,
         tools=[recording_tool([])],
-        config=AgentLoopConfig(model=MODEL, after_tool_call=after),
+        config=AgentLoopConfig(model=MODEL, options=AgentOptions(after_tool_call=after)),
     )
     end = next(e for e in rec.events if e["type"] == "tool_execution_end")
     assert end["result"] == {"content": [{"type": "text", "text": "rewritten"}], "details": {"value": "a"}}
@@ -220,7 +222,7 @@ async def test_after_tool_call_can_terminate_the_batch() -> None:
     rec, result, script = await run(
         calls(("tool-1", "a")),
         tools=[recording_tool([])],
-        config=AgentLoopConfig(model=MODEL, after_tool_call=after),
+        config=AgentLoopConfig(model=MODEL, options=AgentOptions(after_tool_call=after)),
     )
     assert len(script.calls) == 1
     assert [m.role for m in result] == ["user", "assistant", "toolResult"]
@@ -237,7 +239,7 @@ async def test_after_tool_call_raise_becomes_an_error_result() -> None:
         calls(("tool-1", "a")),
         DONE,
         tools=[recording_tool([])],
-        config=AgentLoopConfig(model=MODEL, after_tool_call=after),
+        config=AgentLoopConfig(model=MODEL, options=AgentOptions(after_tool_call=after)),
     )
     assert ends(rec) == [("tool-1", True, "after hook broke")]
     assert result[2].dump()["details"] == {}
@@ -256,7 +258,7 @@ async def test_a_tool_that_raises_gives_an_error_result_with_its_text() -> None:
         calls(("tool-1", "a")),
         DONE,
         tools=[tool("echo", body)],
-        config=AgentLoopConfig(model=MODEL, after_tool_call=after),
+        config=AgentLoopConfig(model=MODEL, options=AgentOptions(after_tool_call=after)),
     )
     assert ends(rec) == [("tool-1", True, "disk on fire")]
     assert seen == [True]
@@ -317,7 +319,7 @@ async def test_sequential_config_runs_tools_one_after_another() -> None:
         calls(("tool-1", "first"), ("tool-2", "second")),
         DONE,
         tools=[tool("echo", overlap_probe(log))],
-        config=AgentLoopConfig(model=MODEL, tool_execution="sequential"),
+        config=AgentLoopConfig(model=MODEL, options=AgentOptions(tool_execution="sequential")),
     )
     assert log == ["begin:first", "end:first", "begin:second", "end:second"]
 
@@ -372,7 +374,8 @@ async def test_parallel_hooks_run_in_preflight_then_finalise_in_completion_order
             order.append(f"{event.type.removeprefix('tool_execution_')} {event.tool_call_id}")
 
     async with ScriptedStream(calls(("a", "a"), ("b", "b"), ("c", "c")), DONE) as script:
-        config = AgentLoopConfig(model=MODEL, before_tool_call=before, after_tool_call=after)
+        options = AgentOptions(before_tool_call=before, after_tool_call=after)
+        config = AgentLoopConfig(model=MODEL, options=options)
         await run_agent_loop(
             [user("go")], AgentContext(tools=[tool("echo", body)]), config, sink, None, script
         )
@@ -518,7 +521,8 @@ async def test_the_signal_reaches_stream_function_tools_and_hooks() -> None:
         return messages
 
     config = AgentLoopConfig(
-        model=MODEL, before_tool_call=before, after_tool_call=after, transform_context=transform
+        model=MODEL,
+        options=AgentOptions(before_tool_call=before, after_tool_call=after, transform_context=transform),
     )
     _, _, script = await run(
         calls(("tool-1", "a")), DONE, tools=[tool("echo", body)], config=config, signal=controller.signal
@@ -541,9 +545,7 @@ async def test_stream_options_come_from_the_config() -> None:
     def on_payload(payload: dict[str, Any], model: Model) -> None:
         return None
 
-    config = AgentLoopConfig(
-        model=MODEL,
-        get_api_key=get_api_key,
+    stream = StreamOptions(
         api_key="fallback",
         reasoning="high",
         session_id="s-1",
@@ -554,9 +556,12 @@ async def test_stream_options_come_from_the_config() -> None:
         timeout_ms=9000,
         headers={"x-test": "1"},
         on_payload=on_payload,
+        cache_retention="long",
     )
+    config = AgentLoopConfig(model=MODEL, options=AgentOptions(get_api_key=get_api_key, stream=stream))
     _, _, script = await run(DONE, config=config)
     options = script.calls[0][2]
+    assert options is not stream and stream.api_key == "fallback"  # each call gets its own copy
     assert asked == ["openai"]
     assert options.api_key == "key-from-hook"
     assert (options.reasoning, options.session_id, options.temperature, options.max_tokens) == (
@@ -568,10 +573,12 @@ async def test_stream_options_come_from_the_config() -> None:
     assert (options.max_retries, options.max_retry_delay_ms, options.timeout_ms) == (3, 1500, 9000)
     assert options.headers == {"x-test": "1"}
     assert options.on_payload is on_payload
+    assert options.cache_retention == "long"
 
 
 async def test_api_key_falls_back_to_the_config_when_the_hook_has_none() -> None:
-    config = AgentLoopConfig(model=MODEL, get_api_key=lambda provider: None, api_key="fallback")
+    options = AgentOptions(get_api_key=lambda provider: None, stream=StreamOptions(api_key="fallback"))
+    config = AgentLoopConfig(model=MODEL, options=options)
     _, _, script = await run(DONE, config=config)
     assert script.calls[0][2].api_key == "fallback"
 
@@ -660,7 +667,7 @@ async def test_transform_and_convert_may_be_sync_or_async_and_only_shape_the_mod
         result = await run_agent_loop(
             [user("go")],
             context,
-            AgentLoopConfig(model=MODEL, convert_to_llm=convert),
+            AgentLoopConfig(model=MODEL, options=AgentOptions(convert_to_llm=convert)),
             rec.event,
             None,
             script,
@@ -684,7 +691,9 @@ async def test_steering_is_injected_after_all_tool_calls_complete() -> None:
             return [user("interrupt")]
         return []
 
-    config = AgentLoopConfig(model=MODEL, tool_execution="sequential", get_steering_messages=steering)
+    config = AgentLoopConfig(
+        model=MODEL, options=AgentOptions(tool_execution="sequential"), get_steering_messages=steering
+    )
     rec, _, script = await run(
         calls(("tool-1", "first"), ("tool-2", "second")),
         DONE,
@@ -713,7 +722,7 @@ async def test_should_stop_after_turn_skips_the_polls() -> None:
         model=MODEL,
         get_steering_messages=steering,
         get_follow_up_messages=follow_ups,
-        should_stop_after_turn=lambda ctx: True,
+        options=AgentOptions(should_stop_after_turn=lambda ctx: True),
     )
     rec, result, script = await run(calls(("tool-1", "a")), tools=[recording_tool([])], config=config)
     assert polls == {"steering": 1, "follow_up": 0}
@@ -780,7 +789,7 @@ async def test_continue_from_a_custom_role_is_allowed() -> None:
     async with ScriptedStream(DONE) as script:
         result = await run_agent_loop_continue(
             AgentContext(messages=[CustomMessage(role="custom", text="x")]),
-            AgentLoopConfig(model=MODEL, convert_to_llm=convert),
+            AgentLoopConfig(model=MODEL, options=AgentOptions(convert_to_llm=convert)),
             lambda e: None,
             None,
             script,
@@ -803,6 +812,38 @@ async def test_run_continue_rejects_bad_input(messages: list[AgentMessage], text
         )
 
 
+async def test_a_sink_raising_mid_stream_stops_the_model_stream_before_the_loop_raises() -> None:
+    streams: list[AssistantMessageEventStream] = []
+    outcome: list[str] = []
+
+    async def endless(stream: AssistantMessageEventStream) -> None:
+        stream.push(StartEvent(partial=assistant(text(""))))
+        try:
+            while True:
+                await asyncio.sleep(0)
+                stream.push(TextDeltaEvent(content_index=0, delta="x", partial=assistant(text("x"))))
+        except asyncio.CancelledError:
+            outcome.append("cancelled")
+            raise
+
+    def stream_fn(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+        stream = AssistantMessageEventStream()
+        stream.start(endless(stream))
+        streams.append(stream)
+        return stream
+
+    def sink(event: AgentEvent) -> None:
+        if event.type == "message_update":
+            raise RuntimeError("sink broke")
+
+    with pytest.raises(RuntimeError, match="sink broke"):
+        await run_agent_loop(
+            [user("go")], AgentContext(), AgentLoopConfig(model=MODEL), sink, None, stream_fn
+        )
+    assert outcome == ["cancelled"]
+    assert not streams[0].producing
+
+
 # --- the EventStream entry points ---------------------------------------------------------------
 
 
@@ -822,7 +863,7 @@ async def test_agent_loop_raises_to_consumer_when_loop_fails__pi_hangs() -> None
     stream = agent_loop(
         [user("go")],
         AgentContext(),
-        AgentLoopConfig(model=MODEL, convert_to_llm=convert),
+        AgentLoopConfig(model=MODEL, options=AgentOptions(convert_to_llm=convert)),
         None,
         ScriptedStream(),
     )
@@ -864,6 +905,41 @@ async def test_closing_the_stream_cancels_the_loop_and_its_running_tools() -> No
         with pytest.raises(AgentCoreError, match="cancelled"):
             await stream.result()
         await stream.aclose()  # idempotent
+
+
+async def test_closing_the_stream_before_the_loop_ran_ends_it_cleanly() -> None:
+    script = ScriptedStream()
+    stream = agent_loop([user("go")], AgentContext(), AgentLoopConfig(model=MODEL), None, script)
+    await stream.aclose()  # the loop coroutine never ran: it is closed, not left un-awaited
+    with pytest.raises(AgentCoreError, match="cancelled"):
+        await stream.result()
+    del stream
+    gc.collect()  # an un-awaited coroutine would warn here, failing the test
+    assert script.calls == []
+
+
+async def test_abandoning_the_iteration_stops_the_loop() -> None:
+    cancelled = asyncio.Event()
+
+    async def body(tool_call_id: str, params: Any, signal: Any, on_update: Any) -> AgentToolResult:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return answer(params["value"])
+
+    async with ScriptedStream(calls(("tool-1", "a"))) as script:
+        stream = agent_loop(
+            [user("go")], AgentContext(tools=[tool("echo", body)]), AgentLoopConfig(model=MODEL), None, script
+        )
+        async for event in stream:
+            if event.type == "tool_execution_start":
+                break
+        async with asyncio.timeout(5):
+            await cancelled.wait()
+        with pytest.raises(AgentCoreError, match="cancelled"):
+            await stream.result()
 
 
 async def test_a_slow_async_sink_back_pressures_the_loop() -> None:

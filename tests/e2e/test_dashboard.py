@@ -7,7 +7,8 @@ pruned event log all end with the transcript complete and nothing shown twice.
 
 The browser may only talk to the daemon: every other request is refused and fails the test, and
 so does any uncaught error in the page. Set GATEWAY_DASHBOARD_SCREENSHOT=docs/dashboard.png to
-refresh the screenshot of the main view.
+refresh the screenshots in docs/: the main view at 1280 by 800 there, and a phone (390 by 844) beside
+it as dashboard-phone.png.
 """
 
 from __future__ import annotations
@@ -57,6 +58,17 @@ def _require_chromium() -> None:
     if os.environ.get("GATEWAY_TEST_REQUIRE_BROWSER") == "1":
         pytest.fail(f"GATEWAY_TEST_REQUIRE_BROWSER=1 but {reason}")
     pytest.skip(reason)
+
+
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+
+
+def screenshot_path(tmp_path: Path, variant: str = "") -> Path:
+    """Where a screenshot goes: beside GATEWAY_DASHBOARD_SCREENSHOT (`dashboard.png`,
+    `dashboard-phone.png`) when it is set, else into the test's temporary directory."""
+    main = Path(os.environ.get("GATEWAY_DASHBOARD_SCREENSHOT") or tmp_path / "dashboard.png")
+    return main.with_name(f"{main.stem}-{variant}{main.suffix}") if variant else main
 
 
 def long_text(words: int) -> str:
@@ -269,13 +281,14 @@ async def test_tool_calls_thinking_and_the_main_view(dashboard: Dashboard, tmp_p
     await expect(page.locator("#session-status")).to_have_text("idle")
 
     await expect(page.locator("#gateway-facts")).to_contain_text("0 runs active")
-    await page.set_viewport_size({"width": 1360, "height": 1000})
+    await page.set_viewport_size(DESKTOP)
     await page.locator("#composer-input").fill("Summarise what the checks found.")
     await page.evaluate(
         "(s => { s.scrollTop = s.scrollHeight })(document.getElementById('transcript-scroll'))"
     )
-    await page.mouse.move(5, 990)
-    target = Path(os.environ.get("GATEWAY_DASHBOARD_SCREENSHOT") or tmp_path / "dashboard.png")
+    await expect(page.locator("#jump")).to_be_hidden()
+    await page.mouse.move(5, DESKTOP["height"] - 10)
+    target = screenshot_path(tmp_path)
     await page.screenshot(path=str(target))
     assert target.stat().st_size > 20_000
 
@@ -291,6 +304,7 @@ async def test_sign_in_then_a_reply_streams_in(dashboard: Dashboard) -> None:
     await page.click("#auth-submit")
     await connected(page)
     await expect(page.locator("#gateway-facts")).to_contain_text("gatewayd")
+    await expect(page.locator("#gateway-facts")).to_contain_text("sandbox ")
 
     await dashboard.open_session()
     sentence = (
@@ -489,8 +503,8 @@ async def test_resume_after_the_event_log_was_pruned(dashboard: Dashboard) -> No
             assert outcome["status"] == "ok"
         session_id = (await client.call("chat.history", {"sessionKey": dashboard.key}))["sessionId"]
     async with Store.open(dashboard.database_url) as store:
-        last = await store.last_seq(session_id)
-        assert await store.prune_events(session_id, before_seq=last + 1, types={"message.delta"}) > 0
+        last = await store.events.last_seq(session_id)
+        assert await store.events.prune(session_id, before_seq=last + 1, types={"message.delta"}) > 0
 
     await dashboard.context.set_offline(False)
     await connected(page)
@@ -500,6 +514,149 @@ async def test_resume_after_the_event_log_was_pruned(dashboard: Dashboard) -> No
     await expect(page.locator("#messages article[data-role=user]")).to_have_count(3)
     resumed = await page.evaluate("gatewayDashboard.feed.lastSubscribe")
     assert resumed["replay"] == "compacted"
+
+
+# --- layout -----------------------------------------------------------------------------------
+
+
+def overlaps(a: dict[str, float] | None, b: dict[str, float] | None) -> bool:
+    assert a is not None and b is not None
+    return (
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and b["y"] < a["y"] + a["height"]
+    )
+
+
+async def distance_to_end(page: Page) -> float:
+    distance = await page.evaluate(
+        "(s => s.scrollHeight - s.scrollTop - s.clientHeight)(document.getElementById('transcript-scroll'))"
+    )
+    assert isinstance(distance, int | float)
+    return distance
+
+
+async def test_notices_stay_clear_of_the_message_box(dashboard: Dashboard) -> None:
+    page = dashboard.page
+    await dashboard.sign_in()
+    await dashboard.open_session()
+    await dashboard.send("too short to compact")
+    await expect(page.locator(ASSISTANT_DONE)).to_have_count(1)
+    for viewport in (DESKTOP, PHONE):
+        await page.set_viewport_size(viewport)
+        await page.evaluate("document.getElementById('toasts').replaceChildren()")
+        await page.click("#action-compact")
+        toast = page.locator("#toasts .toast", has_text="Could not compact")
+        await expect(toast).to_be_visible()
+        box = await toast.bounding_box()
+        assert not overlaps(box, await page.locator("#composer").bounding_box()), viewport
+        assert box is not None and box["x"] + box["width"] <= viewport["width"]
+
+
+async def test_latest_shows_only_when_the_end_is_out_of_view(dashboard: Dashboard) -> None:
+    page = dashboard.page
+    await dashboard.sign_in()
+    await dashboard.open_session()
+    short_key = dashboard.key + ":short"
+    async with dashboard.client() as client:
+        await client.call("chat.send", {"sessionKey": short_key, "message": "hi", "idempotencyKey": "sh-1"})
+        outcome = await client.call("agent.wait", {"runId": "sh-1", "timeoutMs": 10_000})
+        short_id = (await client.call("chat.history", {"sessionKey": short_key}))["sessionId"]
+    assert outcome["status"] == "ok"
+    await page.set_viewport_size(PHONE)
+    await dashboard.send("!long 700")
+    # Following a long reply: the view stays at its end, and "↓ Latest" stays hidden.
+    await page.wait_for_function(
+        "() => (s => s.scrollHeight > s.clientHeight + 400)(document.getElementById('transcript-scroll'))"
+    )
+    for _ in range(5):
+        assert await page.locator("#jump").is_hidden()
+        assert await distance_to_end(page) < 80
+        await asyncio.sleep(0.1)
+    # Scrolling up stops following and offers the way back.
+    await page.mouse.move(PHONE["width"] / 2, PHONE["height"] / 2)
+    await page.mouse.wheel(0, -400)
+    await expect(page.locator("#jump")).to_be_visible()
+    await page.click("#jump")
+    await expect(page.locator("#jump")).to_be_hidden()
+    assert await distance_to_end(page) < 80
+    assert await final_reply(page) == long_text(700)
+    await expect(page.locator("#jump")).to_be_hidden()
+
+    # From the top of a long transcript to a session that fits on the screen: nothing to jump to.
+    await page.evaluate("document.getElementById('transcript-scroll').scrollTop = 0")
+    await expect(page.locator("#jump")).to_be_visible()
+    await page.evaluate(f"location.hash = '#/session/{short_id}'")
+    await expect(page.locator(f"{ASSISTANT_DONE} .msg-text")).to_have_text("echo: hi")
+    await expect(page.locator("#jump")).to_be_hidden()
+
+
+async def test_phone_header_and_queue_mode_fit(dashboard: Dashboard, tmp_path: Path) -> None:
+    page = dashboard.page
+    dashboard.key = "agent:main:release"  # shown in the screenshot
+    await dashboard.sign_in()
+    await dashboard.open_session(label="Release checklist")
+    await dashboard.send("Start with the state of the workspace.")
+    await expect(page.locator(ASSISTANT_DONE)).to_have_count(1)
+    await page.set_viewport_size(PHONE)
+    await dashboard.send("!long 1500")
+    await expect(page.locator("#queue-mode")).to_be_visible()
+    await streamed_words(page, 60)
+
+    buttons = [
+        await page.locator(selector).bounding_box()
+        for selector in ("#action-branch", "#action-switch", "#action-compact", "#action-reset")
+    ]
+    assert all(box is not None for box in buttons)
+    assert len({round(box["y"]) for box in buttons if box}) == 1, "the header buttons wrapped"
+    assert all(box["x"] + box["width"] <= PHONE["width"] for box in buttons if box)
+    # The queue-mode select is at least as wide as it would be with room to spare, so its
+    # longest choice shows whole.
+    sizes = await page.evaluate(
+        """() => {
+            const select = document.getElementById("queue-mode");
+            const free = select.cloneNode(true);
+            free.removeAttribute("id");
+            free.style.position = "absolute";
+            free.style.width = "auto";
+            free.style.flex = "none";
+            free.style.visibility = "hidden";
+            select.parentElement.append(free);
+            const natural = free.getBoundingClientRect().width;
+            free.remove();
+            const shown = select.getBoundingClientRect();
+            return { natural, width: shown.width, right: shown.right };
+        }"""
+    )
+    assert sizes["width"] >= sizes["natural"] and sizes["right"] <= PHONE["width"], sizes
+    await page.mouse.move(5, 5)
+    target = screenshot_path(tmp_path, "phone")
+    await page.screenshot(path=str(target))
+    assert target.stat().st_size > 10_000
+    await page.click("#abort")
+    await expect(page.locator("#session-status")).to_have_text("idle")
+
+
+async def test_a_reconnect_takes_back_the_stopping_notice(stack: Stack, tmp_path: Path) -> None:
+    """The gateway restarts: its "stopping" notice goes once the page is connected again."""
+    home = tmp_path / "restarting"
+    daemon = await asyncio.to_thread(start_daemon, home, env={"HOME": str(tmp_path / "user")})
+    context = await stack.browser.new_context(viewport=DESKTOP)
+    try:
+        dash = Dashboard(daemon, context, await context.new_page(), "", "agent:main:restarting")
+        dash.watch(dash.page)
+        await dash.sign_in()
+        await asyncio.to_thread(daemon.stop)
+        notice = dash.page.locator("#toasts .toast", has_text="The gateway is stopping")
+        await expect(notice).to_be_visible()
+        daemon = await asyncio.to_thread(start_daemon, home, port=daemon.port, tag="again")
+        await connected(dash.page)
+        assert await notice.count() == 0
+        assert dash.page_errors == []
+    finally:
+        await context.close()
+        await asyncio.to_thread(daemon.stop)
 
 
 async def test_transcript_model_ignores_duplicates_and_refuses_gaps(dashboard: Dashboard) -> None:

@@ -114,6 +114,34 @@ async def test_a_stuck_client_neither_stalls_others_nor_stays(gateway_home: Path
 
 
 async def _until_end(reader: GatewayClient) -> list[dict[str, Any]]:
+    return await _until_end_of(reader, "w")
+
+
+async def test_connections_to_the_daemon_use_the_direct_writer(gateway_home: Path) -> None:
+    """On the pinned uvicorn the fan-out fast path is engaged: frames reach the sockets through
+    the direct writer, not one ASGI `send` at a time."""
+    daemon = start_daemon(gateway_home)
+    try:
+        async with (
+            GatewayClient(daemon.url, token=daemon.token) as reader,
+            GatewayClient(daemon.url, token=daemon.token) as writer,
+        ):
+            await reader.call("sessions.events.subscribe", {"key": WATCHED, "afterSeq": 0})
+            await writer.call(
+                "chat.send", {"sessionKey": WATCHED, "message": "!long 40", "idempotencyKey": "d"}
+            )
+            events = await _until_end_of(reader, "d")
+            fan_out = (await status(reader))["fanOut"]
+            assert fan_out["directWriteConnections"] == 2
+            # Every frame is written directly while the socket takes data without waiting (this
+            # run's few KB never fill it); a paused socket would send the rest through ASGI.
+            assert fan_out["framesWrittenDirect"] > 0
+            assert fan_out["framesWrittenDirect"] + fan_out["framesWrittenBySend"] >= len(events)
+    finally:
+        assert daemon.stop() == 0, daemon.logs()
+
+
+async def _until_end_of(reader: GatewayClient, run_id: str) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
-    await wait_for(reader, is_run_end("w"), into=events, timeout=20)
+    await wait_for(reader, is_run_end(run_id), into=events, timeout=20)
     return events

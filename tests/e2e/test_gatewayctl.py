@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import re
@@ -15,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from gateway.client import GatewayClient
+from gateway.cli.ctl_sessions import POLL_AFTER_S
+from gateway.client import GatewayClient, MessageTooBig
 from tests.bindings.standins.discord import DiscordStandIn
 from tests.daemon import Daemon, start_daemon
 
@@ -113,6 +116,25 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
         daemon.stop()
 
 
+# No model, a small frame limit, and a token a shell user would have to quote: `-` first.
+BARE_CONFIG = "[gateway]\nmax_payload = 65536\n"
+DASH_TOKEN = "-dash-" + "t0ken" * 8
+
+
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    home = tmp_path_factory.mktemp("gatewayctl-bare")
+    with pytest.MonkeyPatch.context() as env:
+        for name in SCRUBBED:
+            env.delenv(name, raising=False)
+        env.setenv("HOME", str(home))
+        daemon = start_daemon(home, model=None, config=BARE_CONFIG, env={"GATEWAY_TOKEN": DASH_TOKEN})
+    try:
+        yield daemon
+    finally:
+        daemon.stop()
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -134,11 +156,18 @@ def test_status_and_health(gw: Daemon) -> None:
     assert status["channels"] == []
     assert status["database"]["sizeBytes"] > 0
     assert status["database"]["url"].startswith("sqlite")
+    sandbox = status["sandbox"]
+    assert sandbox["mode"] == "auto" and sandbox["runner"] in ("bwrap", "uid", "none")
 
     human = ctl("status", daemon=gw)
     assert human.rc == 0
     for label in ("uptime", "connections", "run(s) in flight", "queues", "database", "channels"):
         assert label in human.out
+    line = next(row for row in human.out.splitlines() if row.startswith("sandbox"))
+    if sandbox["runner"] == "none":
+        assert "bash is refused" in line, line
+    else:
+        assert f"{sandbox['runner']} (mode auto, confined)" in line, line
     assert gw.url in human.out
     assert "\x1b[" not in human.out  # no colour codes into a pipe
 
@@ -146,6 +175,62 @@ def test_status_and_health(gw: Daemon) -> None:
     assert health["ok"] is True
     assert health["sessions"]["count"] >= 1
     assert ctl("health", daemon=gw).out.startswith("healthy")
+
+
+def test_status_without_a_model_shows_the_hint_as_written_and_pipes_unpadded(bare: Daemon) -> None:
+    status = ctl("status", daemon=bare)
+    assert status.rc == 0, status
+    model = next(line for line in status.out.splitlines() if line.startswith("model"))
+    assert "`model` under [agent_defaults] in the config file" in model
+    for args in (("status",), ("health",), ("sessions", "list"), ("config", "show")):
+        piped = ctl(*args, daemon=bare)
+        assert piped.rc == 0, piped
+        padded = [line for line in piped.out.splitlines() if line != line.rstrip()]
+        assert padded == [], (args, padded)
+
+
+def test_a_message_over_the_frame_limit_is_one_line_naming_the_limit(bare: Daemon) -> None:
+    big = "x" * 70_000
+    refused = ctl("sessions", "send", "big-1", "-", daemon=bare, stdin=big)
+    assert refused.rc == 1
+    [line] = refused.err.strip().splitlines()
+    assert "at most 65,536 bytes per frame" in line and "max_payload" in line, line
+    assert "internal error" not in line and "Future exception" not in refused.err
+    # Nothing reached the gateway: no session was made for it.
+    assert ok_json("sessions", "list", "--search", "big-1", daemon=bare)["sessions"] == []
+
+
+async def test_the_gateway_closes_an_oversize_frame_with_1009_and_the_client_says_so(bare: Daemon) -> None:
+    """A client that does not know the limit (an older gateway's hello) sends the frame: the
+    gateway closes with 1009, and the request fails with the gateway's reason, not a stray
+    'Future exception was never retrieved'."""
+    loop = asyncio.get_running_loop()
+    unhandled: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: unhandled.append(context))
+    try:
+        client = GatewayClient(bare.url, token=bare.token)
+        await client.connect()
+        client.hello.pop("policy", None)
+        with pytest.raises(MessageTooBig) as refused:
+            params = {"sessionKey": "big-2", "message": "x" * 2_000_000, "idempotencyKey": "b2"}
+            await client.call("chat.send", params)
+        await client.aclose()
+        assert client.close_code == 1009
+        assert "exceeds limit of 65536 bytes" in str(refused.value)
+        del client, refused
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert unhandled == []
+
+
+def test_a_token_that_starts_with_a_dash_can_be_given(bare: Daemon) -> None:
+    url = {"GATEWAY_URL": bare.url}
+    assert ctl("health", "--json", f"--token={DASH_TOKEN}", env=url).rc == 0
+    assert ctl("--token", DASH_TOKEN, "health", "--json", env=url).rc == 0
+    missing = ctl("health", "--token", env=url)
+    assert missing.rc == 2 and "--token=VALUE" in missing.err
 
 
 async def _ctl_json(*args: str, env: dict[str, str]) -> Any:
@@ -275,6 +360,8 @@ def test_new_list_show_tree_branch_switch(gw: Daemon) -> None:
     )["session"]
     assert branch["key"] == "life-1b" and branch["branchPoint"] == first_reply
     assert branch["parentId"] == created["sessionId"]
+    bogus = ctl("sessions", "branch", "life-1", "--at", "bogus", daemon=gw)
+    assert bogus.rc == 1 and "`gatewayctl sessions show life-1`" in bogus.err, bogus
     auto = ok_json("sessions", "branch", "life-1", daemon=gw)["session"]
     assert auto["key"].startswith("life-1:branch:")
 
@@ -336,6 +423,10 @@ def test_send_json_outcomes_and_exit_codes(gw: Daemon) -> None:
     assert piped.rc == 0 and piped.out == "echo: from stdin\n"
     assert "✓ done" in piped.err
 
+    thought = ctl("sessions", "send", "send-1", "!think look before you leap", daemon=gw)
+    assert thought.rc == 0 and thought.out == "echo: look before you leap\n"
+    assert thought.err.startswith("thinking: look before you leap\n\n"), thought.err
+
 
 def test_send_no_wait_queue_mode_and_abort(gw: Daemon) -> None:
     # Long enough to still be running when the next gatewayctl has started, even on a busy machine.
@@ -346,7 +437,7 @@ def test_send_no_wait_queue_mode_and_abort(gw: Daemon) -> None:
     assert joined.rc == 0, joined
     assert joined.json()["runId"] == started["runId"]
     assert joined.json()["text"] == "echo: second"
-    assert "busy" in joined.err
+    assert "q-1 is busy: your message will run as a follow-up when the run in flight ends" in joined.err
 
     sleeping = ok_json("sessions", "send", "q-1", "!sleep 20000 zzz", "--no-wait", daemon=gw)
     aborted = ok_json("sessions", "abort", "q-1", daemon=gw)
@@ -502,6 +593,43 @@ async def test_tail_resumes_after_the_connection_drops(gw: Daemon) -> None:
     assert [f["payload"]["sessionSeq"] for f in seen] == list(range(1, len(log) + 1))
 
 
+class ClosedFor(Cutter):
+    """A Cutter that, after `close_for(seconds)`, drops every new connection at once for that
+    long (the gateway looks gone)."""
+
+    refuse_until = 0.0
+
+    def close_for(self, seconds: float) -> None:
+        self.refuse_until = time.monotonic() + seconds
+        self.cut()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if time.monotonic() < self.refuse_until:
+            writer.transport.abort()
+            return
+        await super()._relay(reader, writer)
+
+
+async def test_send_prints_exactly_the_reply_when_it_ended_while_reconnecting(gw: Daemon) -> None:
+    """The connection drops mid-reply and stays down longer than `sessions send` waits before
+    asking `agent.wait`; the reply ends meanwhile. The replay after the reconnect is still shown:
+    stdout is the stored reply, word for word."""
+    async with ClosedFor(gw.port) as cutter:
+        env = _env(gw, {"GATEWAY_URL": f"ws://127.0.0.1:{cutter.port}/"})
+        proc = await _spawn("sessions", "send", "resume-send-1", "!long 80", env=env)
+        assert proc.stdout is not None
+        shown = b""
+        while b"w20 " not in shown:
+            shown += await asyncio.wait_for(proc.stdout.read(1), 15)
+        cutter.close_for(POLL_AFTER_S + 0.5)
+        rc, rest, err = await _finish(proc)
+    assert rc == 0, err
+    assert "reconnected; resumed after event" in err and "(replay: exact)" in err
+    stored = ok_json("sessions", "show", "resume-send-1", daemon=gw)["messages"][-1]
+    assert (shown.decode() + rest) == stored["content"][0]["text"] + "\n"
+    assert re.search(r"✓ done · 1 turn · [\d,]+ tokens", err), err
+
+
 async def test_tail_resumes_across_a_daemon_restart(gateway_home: Path) -> None:
     daemon = start_daemon(gateway_home)
     try:
@@ -591,7 +719,8 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
 
     commands = list(walk(build_parser(), []))
     assert ["sessions", "tail"] in commands and ["pairing", "approve"] in commands
-    assert len(commands) == 25
+    assert ["tokens", "create"] in commands and ["tokens", "revoke"] in commands
+    assert len(commands) == 29
     for path in commands:
         with pytest.raises(SystemExit) as exit_info:
             build_parser().parse_args([*path, "--help"])

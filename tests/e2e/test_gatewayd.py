@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import socket
 import stat
 import subprocess
@@ -13,7 +15,7 @@ import pytest
 
 from gateway.client import GatewayClient
 from tests.daemon import GATEWAYD, Daemon, start_daemon
-from tests.e2e.helpers import MAIN
+from tests.e2e.helpers import MAIN, wait_for
 
 
 def run_gatewayd(
@@ -59,6 +61,10 @@ async def test_start_up_probes_lock_and_restart(gateway_home: Path) -> None:
             async with GatewayClient(daemon.url + path, token=daemon.token) as client:
                 assert client.hello["type"] == "hello-ok"
                 assert (await client.call("health"))["ok"] is True
+        # At info the log has no line per connection, and no uvicorn colour copies of messages.
+        log = daemon.err_path.read_text()
+        assert '"WebSocket /" [accepted]' not in log and "connection open" not in log
+        assert "color_message" not in log
 
         # A second daemon on the same state directory refuses to start.
         second = run_gatewayd(gateway_home, "--port", "0")
@@ -128,6 +134,58 @@ async def test_config_flag_env_and_file_precedence(gateway_home: Path) -> None:
         assert daemon.stop() == 0, daemon.logs()
 
 
+async def test_ctrl_c_says_what_it_waits_for_and_a_second_one_stops_at_once(gateway_home: Path) -> None:
+    key = "agent:main:ctrl-c"
+    daemon = start_daemon(gateway_home, config="[gateway]\nshutdown_grace_s = 120\n")
+    async with GatewayClient(daemon.url, token=daemon.token) as client:
+        await client.call("sessions.create", {"key": key})
+        await client.call("sessions.events.subscribe", {"key": key})
+        endless = {"sessionKey": key, "message": "!long 100000", "idempotencyKey": "cc-1"}
+        await client.call("chat.send", endless)
+        # Every word a client has seen is durable: the next start keeps it in the cut-off reply.
+        await wait_for(
+            client,
+            lambda e: e["event"] == "session.message.delta" and e["payload"]["delta"].strip() == "w20",
+        )
+
+        daemon.proc.send_signal(signal.SIGINT)
+        said = await _stderr_line(daemon, "gatewayd: stopping")
+        assert said == (
+            "gatewayd: stopping: waiting up to 120 s for 1 run in flight to finish (press Ctrl-C again "
+            "to stop at once; the next start then closes it as after a crash)"
+        )
+        daemon.proc.send_signal(signal.SIGINT)
+        # Far sooner than the 120 s grace the run would otherwise get.
+        assert await asyncio.to_thread(daemon.proc.wait, 30) == 130
+    assert "gatewayd: stopping now without waiting" in daemon.err_path.read_text()
+    assert "Traceback" not in daemon.logs()
+
+    again = start_daemon(gateway_home, tag="again")
+    try:
+        async with GatewayClient(again.url, token=again.token) as client:
+            history = await client.call("chat.history", {"sessionKey": key})
+            assert history["sessionInfo"]["status"] == "interrupted"
+            last = history["messages"][-1]
+            assert last["role"] == "assistant" and last["stopReason"] == "aborted"
+            assert last["content"][0]["text"].startswith(" ".join(f"w{n}" for n in range(1, 21)))
+            outcome = await client.call("agent.wait", {"runId": "cc-1", "timeoutMs": 1000})
+            assert outcome["status"] == "aborted"
+    finally:
+        assert again.stop() == 0, again.logs()
+
+
+async def _stderr_line(daemon: Daemon, prefix: str, timeout: float = 15.0) -> str:
+    """The first line of the daemon's stderr that starts with `prefix`, once it is there."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        for line in daemon.err_path.read_text().splitlines():
+            if line.startswith(prefix):
+                return line
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no {prefix!r} line on stderr:\n{daemon.logs()}")
+
+
 @pytest.mark.parametrize(
     ("body", "key"),
     [("[runs]\nmax_concurrent = 0\n", "runs.max_concurrent"), ("[gateway]\nbogus = 1\n", "gateway.bogus")],
@@ -141,6 +199,16 @@ def test_bad_config_file_exits_2_with_one_line(gateway_home: Path, body: str, ke
     assert len(lines) == 1, result.stderr
     assert key in lines[0] and str(path) in lines[0]
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_a_wrong_type_in_the_file_is_reported_even_when_a_flag_overrides_the_key(gateway_home: Path) -> None:
+    path = gateway_home / "typo.toml"
+    path.write_text('[gateway]\nport = "eighty"\n')
+    result = run_gatewayd(gateway_home, "--port", "0", "--config", str(path))
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert "gateway.port" in line and str(path) in line, line
+    assert "listening on" not in result.stdout
 
 
 def test_port_in_use_exits_1(gateway_home: Path) -> None:

@@ -259,19 +259,20 @@ async def test_browser_origins(gw: Daemon) -> None:
         await raw.aclose()
 
 
-async def test_repeated_auth_failures_are_rate_limited(gateway_home: Path) -> None:
-    config = "[gateway]\nauth_max_failures = 3\nauth_lockout_s = 60\n"
+async def test_repeated_auth_failures_are_slowed_and_the_right_token_gets_in(gateway_home: Path) -> None:
+    config = "[gateway]\nauth_failure_delay_s = 0.2\nauth_failure_max_delay_s = 0.4\n"
     daemon = start_daemon(gateway_home, config=config)
     try:
         for _ in range(3):
+            started = time.monotonic()
             answer, code, _ = await _refused(daemon, connect_params("wrong"))
             assert answer["error"]["details"]["code"] == "AUTH_TOKEN_MISMATCH" and code == 1008
-        # Locked out now, even with the right token.
-        answer, code, _ = await _refused(daemon, connect_params(daemon.token))
-        assert answer["ok"] is False
-        assert answer["error"]["details"]["code"] == "AUTH_RATE_LIMITED"
-        assert answer["error"]["retryable"] is True and answer["error"]["retryAfterMs"] > 50_000
-        assert code == 1008
+            assert time.monotonic() - started >= 0.2  # each refusal waited its delay
+        # Never locked out: the right token is admitted after any number of failures.
+        raw = await Raw.open(daemon.url)
+        answer = await raw.handshake(connect_params(daemon.token))
+        assert answer["ok"], answer
+        await raw.aclose()
     finally:
         assert daemon.stop() == 0, daemon.logs()
 

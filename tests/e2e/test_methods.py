@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -418,3 +419,93 @@ async def test_native_event_subscription_can_be_cancelled(client: GatewayClient)
     await run(client, key, "again", "native-2")
     await asyncio.sleep(0.2)
     assert not [e for e in client.drain_events() if e["event"].startswith("session.")]
+
+
+# --- keys no session has used yet (OpenClaw's Control UI and TUI open on `agent:main:main`) ----
+
+
+async def test_message_subscription_to_an_unused_key_receives_the_session_once_used(
+    client: GatewayClient, gw: Daemon
+) -> None:
+    key = "agent:main:e2e-fresh-messages"
+    subscribed = await client.call("sessions.messages.subscribe", {"key": key})
+    assert subscribed == {"subscribed": True, "key": key, "sessionId": None}
+    async with GatewayClient(gw.url, token=gw.token) as sender:
+        await run(sender, key, "first words", "fresh-messages-1")
+    seen: list[dict[str, Any]] = []
+    await wait_for(
+        client,
+        lambda e: e["event"] == "session.message" and e["payload"]["message"]["role"] == "assistant",
+        into=seen,
+    )
+    messages = [e["payload"] for e in seen if e["event"] == "session.message"]
+    assert [m["message"]["role"] for m in messages] == ["user", "assistant"]
+    assert {m["sessionKey"] for m in messages} == {key}
+    # Session-scoped clients get the OpenClaw stream of a session they subscribed to as well.
+    assert any(e["event"] == "chat" and e["payload"]["sessionKey"] == key for e in seen)
+
+
+async def test_native_subscription_from_the_start_of_an_unused_key_gets_every_event(
+    client: GatewayClient, gw: Daemon
+) -> None:
+    key = "agent:main:e2e-fresh-native"
+    answer = await client.call("sessions.events.subscribe", {"key": key, "afterSeq": 0})
+    assert answer == {"subscribed": True, "sessionId": None, "key": key, "lastSeq": 0, "replay": "exact"}
+    async with GatewayClient(gw.url, token=gw.token) as sender:
+        await sender.call(
+            "chat.send", {"sessionKey": key, "message": "!long 30", "idempotencyKey": "fresh-n"}
+        )
+    events: list[dict[str, Any]] = []
+    await wait_for(client, lambda e: e["event"] == "session.agent.finished", into=events)
+    native = [e for e in events if e["event"].startswith("session.") and e["event"] != "session.message"]
+    assert [e["payload"]["sessionSeq"] for e in native] == list(range(1, len(native) + 1))
+    text = "".join(e["payload"]["delta"] for e in native if e["event"] == "session.message.delta")
+    assert text == " ".join(f"w{n}" for n in range(1, 31))
+    # Later afterSeq values of a key without a session are still unknown.
+    with pytest.raises(CallError) as unknown:
+        await client.call("sessions.events.subscribe", {"key": "agent:main:e2e-never", "afterSeq": 5})
+    assert unknown.value.code == "NOT_FOUND"
+
+
+async def test_history_of_an_unused_key_is_empty_and_the_session_appears_when_used(
+    client: GatewayClient,
+) -> None:
+    key = "agent:main:e2e-fresh-history"
+    empty = await history(client, key)
+    assert empty["messages"] == [] and empty["sessionKey"] == key and empty["sessionId"] is None
+    assert empty["hasMore"] is False and empty["totalMessages"] == 0
+    with pytest.raises(CallError) as not_yet:
+        await client.call("sessions.describe", {"key": key})
+    assert not_yet.value.code == "NOT_FOUND"
+    await run(client, key, "now it exists", "fresh-history-1")
+    assert texts(await history(client, key)) == ["now it exists", "echo: now it exists"]
+
+
+async def test_keys_of_an_agent_that_is_not_configured_are_not_found(client: GatewayClient) -> None:
+    for method, params in (
+        ("sessions.messages.subscribe", {"key": "agent:nobody:main"}),
+        ("sessions.events.subscribe", {"key": "agent:nobody:main", "afterSeq": 0}),
+        ("chat.history", {"sessionKey": "agent:nobody:main"}),
+    ):
+        with pytest.raises(CallError) as unknown:
+            await client.call(method, params)
+        assert unknown.value.code == "NOT_FOUND" and "nobody" in str(unknown.value), method
+
+
+async def test_an_unexpected_failure_is_an_internal_error_not_worth_retrying(
+    client: GatewayClient, gw: Daemon
+) -> None:
+    """A transcript entry damaged in the database (a message that is not an object) makes the
+    handler fail in a way it does not expect: the client is told, once, not to retry."""
+    key = "agent:main:e2e-damaged"
+    await run(client, key, "soon damaged", "damaged-1")
+    first = (await history(client, key))["messages"][0]["__gateway"]["id"]
+    with sqlite3.connect(gw.home / "gateway.db", timeout=10) as db:
+        db.execute("UPDATE entries SET payload = '5' WHERE id = ?", (first,))
+    response = await client.request("chat.history", {"sessionKey": key})
+    assert response["ok"] is False
+    error = response["error"]
+    assert error["code"] == "INTERNAL" and error["retryable"] is False and "retryAfterMs" not in error
+    assert "chat.history" in error["message"] and "Traceback" not in error["message"]
+    # The connection and the gateway carry on.
+    assert (await client.call("health"))["ok"] is True

@@ -101,9 +101,9 @@ async def prune_deltas(home: Path, session_id: str) -> int:
     keep their content)."""
     store = await Store.open(f"sqlite:///{home / 'gateway.db'}")
     try:
-        last = await store.last_seq(session_id)
-        await store.prune_events(session_id, before_seq=last + 1, types={"message.delta"})
-        return await store.pruned_seq(session_id)
+        last = await store.events.last_seq(session_id)
+        await store.events.prune(session_id, before_seq=last + 1, types={"message.delta"})
+        return await store.events.pruned_seq(session_id)
     finally:
         await store.aclose()
 

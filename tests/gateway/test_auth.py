@@ -8,9 +8,11 @@ import pytest
 
 from gateway.auth import (
     AuthConfig,
-    FailureLimiter,
+    FailureDelays,
+    allowed_host_names,
     check_origin,
     is_loopback_host,
+    is_wildcard_host,
     load_or_create_token,
     require_auth_for_bind,
     secrets_equal,
@@ -168,7 +170,36 @@ def test_non_loopback_bind_needs_a_secret() -> None:
         require_auth_for_bind("0.0.0.0", AuthConfig())
 
 
-# --- failure limiter --------------------------------------------------------------------------
+# --- host names -------------------------------------------------------------------------------
+
+
+def test_allowed_host_names_are_loopback_the_bind_address_and_the_configured_ones() -> None:
+    assert allowed_host_names("127.0.0.1", []) == ["localhost", "127.0.0.1", "[::1]"]
+    assert allowed_host_names("::1", []) == ["localhost", "127.0.0.1", "[::1]"]
+    assert allowed_host_names("192.168.1.5", ["Gateway.Example.com", " *.example.org "]) == [
+        "localhost",
+        "127.0.0.1",
+        "[::1]",
+        "192.168.1.5",
+        "gateway.example.com",
+        "*.example.org",
+    ]
+    assert "[fd00::5]" in allowed_host_names("fd00::5", [])
+
+
+def test_wildcard_addresses() -> None:
+    assert is_wildcard_host("0.0.0.0") and is_wildcard_host("::") and is_wildcard_host("[::]")
+    assert not is_wildcard_host("127.0.0.1") and not is_wildcard_host("example.com")
+
+
+def test_auth_config_accepts_its_token_and_password_only() -> None:
+    auth = AuthConfig(token="tok", password="pw")
+    assert auth.accepts("tok") and auth.accepts("pw")
+    assert not auth.accepts("tok ") and not auth.accepts("")
+    assert not AuthConfig().accepts("anything")
+
+
+# --- failure delays ---------------------------------------------------------------------------
 
 
 class Clock:
@@ -179,54 +210,38 @@ class Clock:
         return self.now
 
 
-def test_lockout_after_n_failures_within_the_window() -> None:
-    clock = Clock()
-    limiter = FailureLimiter(max_failures=3, window_s=60, lockout_s=300, clock=clock)
-    assert limiter.failed("1.2.3.4") is None
-    assert limiter.failed("1.2.3.4") is None
-    assert limiter.blocked("1.2.3.4") is None
-    assert limiter.failed("1.2.3.4") == 300
-    assert limiter.blocked("1.2.3.4") == 300
-    assert limiter.blocked("5.6.7.8") is None  # other addresses are unaffected
-    clock.now += 299
-    assert limiter.blocked("1.2.3.4") == pytest.approx(1)
-    clock.now += 1
-    assert limiter.blocked("1.2.3.4") is None
-    assert len(limiter) == 0  # fully forgotten once quiet
+def test_each_failure_from_an_address_doubles_its_delay_up_to_the_bound() -> None:
+    delays = FailureDelays(first_s=0.25, max_s=2.0, window_s=60, clock=Clock())
+    assert [delays.failed("1.2.3.4") for _ in range(6)] == [0.25, 0.5, 1.0, 2.0, 2.0, 2.0]
+    assert delays.failures("1.2.3.4") == 6
+    assert delays.failed("5.6.7.8") == 0.25  # other addresses are unaffected
 
 
-def test_failures_outside_the_window_do_not_count() -> None:
+def test_failures_older_than_the_window_stop_counting() -> None:
     clock = Clock()
-    limiter = FailureLimiter(max_failures=3, window_s=60, lockout_s=300, clock=clock)
-    limiter.failed("a")
-    limiter.failed("a")
+    delays = FailureDelays(first_s=1, max_s=100, window_s=60, clock=clock)
+    delays.failed("a")
+    delays.failed("a")
     clock.now += 61
-    assert limiter.failed("a") is None
-    assert limiter.blocked("a") is None
-
-
-def test_success_forgets_failures() -> None:
-    clock = Clock()
-    limiter = FailureLimiter(max_failures=2, window_s=60, lockout_s=300, clock=clock)
-    limiter.failed("a")
-    limiter.succeeded("a")
-    assert limiter.failed("a") is None
-    assert len(limiter) == 1
+    assert delays.failures("a") == 0
+    assert delays.failed("a") == 1
+    clock.now += 61
+    delays.failed("b")
+    assert len(delays) == 1  # "a" has been quiet for a window: forgotten
 
 
 def test_tracked_addresses_are_bounded() -> None:
-    limiter = FailureLimiter(max_failures=5, max_addresses=3, clock=Clock())
+    delays = FailureDelays(first_s=1, max_s=100, max_addresses=3, clock=Clock())
     for address in ("a", "b", "c", "d"):
-        limiter.failed(address)
-    assert len(limiter) == 3
-    limiter.failed("b")  # refreshed: "c" is now the oldest
-    limiter.failed("e")
-    assert len(limiter) == 3
-    for _ in range(4):
-        limiter.failed("b")
-    assert limiter.blocked("b") is not None
+        delays.failed(address)
+    assert len(delays) == 3 and delays.failures("a") == 0
+    delays.failed("b")  # refreshed: "c" is now the oldest
+    delays.failed("e")
+    assert len(delays) == 3 and delays.failures("c") == 0 and delays.failures("b") == 2
 
 
-def test_limiter_arguments_are_checked() -> None:
+def test_delay_arguments_are_checked() -> None:
     with pytest.raises(ValueError):
-        FailureLimiter(max_failures=0)
+        FailureDelays(first_s=-1)
+    with pytest.raises(ValueError):
+        FailureDelays(window_s=0)

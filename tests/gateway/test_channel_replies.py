@@ -4,32 +4,45 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any
+from typing import Literal
 
 from bindings import ReplyEvent, ReplyRoute
 from gateway.channel_replies import Owner, ReplyFeed, ReplyText, reply_kind
-from sessions.session_events import SessionEvent
+from sessions import (
+    AgentFinished,
+    AgentStarted,
+    EventPayload,
+    MessageCompleted,
+    MessageDelta,
+    MessageStarted,
+    SessionEvent,
+)
 
 KEY = "agent:main:discord:channel:500"
 ROUTE = ReplyRoute(platform="discord", account_id="default", channel_id="500")
 _seq = itertools.count(1)
 
 
-def ev(name: str, run_id: str | None = "run-1", **data: Any) -> SessionEvent:
-    return SessionEvent(session_id="s1", seq=next(_seq), name=name, data=data, run_id=run_id, session_key=KEY)
+def ev(data: EventPayload, run_id: str | None = "run-1") -> SessionEvent:
+    return SessionEvent(session_id="s1", seq=next(_seq), data=data, run_id=run_id, session_key=KEY)
+
+
+def delta(message_id: str, text: str, kind: Literal["text", "thinking"] = "text") -> MessageDelta:
+    return MessageDelta(message_id=message_id, content_index=0, kind=kind, delta=text)
 
 
 def assistant(text: str, message_id: str = "m1", run_id: str = "run-1") -> list[SessionEvent]:
     """A streamed assistant message: started, one delta per word, completed."""
-    out = [ev("message.started", run_id, messageId=message_id, role="assistant")]
-    out += [ev("message.delta", run_id, messageId=message_id, kind="text", delta=w) for w in text.split(" ")]
+    out = [ev(MessageStarted(message_id=message_id, role="assistant"), run_id)]
+    out += [ev(delta(message_id, w), run_id) for w in text.split(" ")]
     message = {"role": "assistant", "content": [{"type": "text", "text": text.replace(" ", "")}]}
-    out.append(ev("message.completed", run_id, messageId=message_id, message=message))
+    out.append(ev(MessageCompleted(message_id=message_id, message=message), run_id))
     return out
 
 
 def finished(reason: str = "no_tool_calls", run_id: str = "run-1") -> SessionEvent:
-    return ev("agent.finished", run_id=run_id, terminationReason=reason)
+    data = AgentFinished(termination_reason=reason, total_turns=1, total_tokens=0, duration_ms=1)
+    return ev(data, run_id=run_id)
 
 
 class Sink:
@@ -46,19 +59,19 @@ class Sink:
 
 def test_reply_text_shows_only_assistant_text_and_joins_messages() -> None:
     text = ReplyText()
-    text.apply("message.started", {"messageId": "u", "role": "user"})
-    assert not text.apply("message.delta", {"messageId": "u", "kind": "text", "delta": "mine"})
-    text.apply("message.started", {"messageId": "a", "role": "assistant"})
-    assert not text.apply("message.delta", {"messageId": "a", "kind": "thinking", "delta": "hmm"})
-    assert text.apply("message.delta", {"messageId": "a", "kind": "text", "delta": "Looking.  "})
-    text.apply("message.started", {"messageId": "b", "role": "assistant"})
-    text.apply("message.delta", {"messageId": "b", "kind": "text", "delta": "Done"})
+    text.apply(MessageStarted(message_id="u", role="user"))
+    assert not text.apply(delta("u", "mine"))
+    text.apply(MessageStarted(message_id="a", role="assistant"))
+    assert not text.apply(delta("a", "hmm", kind="thinking"))
+    assert text.apply(delta("a", "Looking.  "))
+    text.apply(MessageStarted(message_id="b", role="assistant"))
+    text.apply(delta("b", "Done"))
     assert text.text == "Looking.\n\nDone"
     message = {
         "role": "assistant",
         "content": [{"type": "toolCall", "id": "t"}, {"type": "text", "text": "Done!"}],
     }
-    assert text.apply("message.completed", {"messageId": "b", "message": message})
+    assert text.apply(MessageCompleted(message_id="b", message=message))
     assert text.text == "Looking.\n\nDone!"
 
 
@@ -75,7 +88,7 @@ async def test_only_the_owning_binding_gets_the_run_and_deltas_are_coalesced() -
     feed.subscribe("discord:default", KEY, discord)
     feed.subscribe("slack:default", KEY, slack)  # the same session key, another platform
     feed.claim("run-1", Owner(binding_id="discord:default", session_key=KEY, route=ROUTE))
-    feed.on_event(ev("agent.started"))
+    feed.on_event(ev(AgentStarted()))
     for event in assistant("a b c"):
         feed.on_event(event)
     await asyncio.sleep(0)  # one loop pass: the deltas above become one reply event
@@ -103,7 +116,7 @@ async def test_a_run_it_did_not_see_start_is_never_relayed() -> None:
 async def test_an_unclaimed_run_waits_for_its_owner_from_the_ledger() -> None:
     fallen: list[tuple[Owner, ReplyEvent]] = []
     feed = ReplyFeed(fallback=lambda owner, event: fallen.append((owner, event)))
-    feed.on_event(ev("agent.started", run_id="run-2"))
+    feed.on_event(ev(AgentStarted(), run_id="run-2"))
     assert feed.lookups.get_nowait() == "run-2"
     for event in assistant("x y", message_id="m2", run_id="run-2"):
         feed.on_event(event)
@@ -119,7 +132,7 @@ async def test_an_unclaimed_run_waits_for_its_owner_from_the_ledger() -> None:
 
 async def test_a_run_nobody_owns_is_not_relayed_and_a_late_subscriber_catches_up() -> None:
     feed = ReplyFeed()
-    feed.on_event(ev("agent.started", run_id="op"))
+    feed.on_event(ev(AgentStarted(), run_id="op"))
     feed.resolve("op", [])  # an operator's chat.send
     sink = Sink()
     feed.subscribe("discord:default", KEY, sink)
@@ -147,11 +160,11 @@ async def test_a_listener_that_raises_does_not_stop_the_others() -> None:
     feed.subscribe("discord:default", KEY, broken)
     unsubscribe = feed.subscribe("discord:default", KEY, sink)
     feed.claim("run-1", Owner(binding_id="discord:default", session_key=KEY))
-    feed.on_event(ev("agent.started"))
+    feed.on_event(ev(AgentStarted()))
     feed.on_event(finished("error"))
     assert sink.kinds == ["error"]
     unsubscribe()
-    feed.on_event(ev("agent.started", run_id="run-3"))
+    feed.on_event(ev(AgentStarted(), run_id="run-3"))
     feed.claim("run-3", Owner(binding_id="discord:default", session_key=KEY))
     feed.on_event(finished(run_id="run-3"))
     assert sink.kinds == ["error"]

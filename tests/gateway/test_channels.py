@@ -1,5 +1,5 @@
-"""`gateway.channels` configuration checks and `gateway.channel_resume`: finishing the replies a
-previous process left in the outbox."""
+"""The bindings' configuration checks (`gateway.channel_config`) and `gateway.channel_resume`:
+finishing the replies a previous process left in the outbox."""
 
 from __future__ import annotations
 
@@ -81,8 +81,8 @@ ROUTE = ReplyRoute(platform="discord", account_id="default", channel_id="500", r
 
 async def _cut_off_run(store: Store, text: str) -> str:
     """A session whose run streamed `text` and was then closed as interrupted (as recovery does)."""
-    session = await store.create_session(agent_id="main", key="agent:main:discord:channel:500")
-    await store.create_run("run-1", session.id)
+    session = await store.tree.create_session(agent_id="main", key="agent:main:discord:channel:500")
+    await store.runs.create("run-1", session.id)
     message = {"role": "assistant", "content": [{"type": "text", "text": text}], "stopReason": "aborted"}
     events = [
         NewEvent(1, "agent.started", {}, "run-1"),
@@ -91,8 +91,8 @@ async def _cut_off_run(store: Store, text: str) -> str:
         NewEvent(4, "message.completed", {"messageId": "m1", "message": message}, "run-1"),
         NewEvent(5, "agent.finished", {"terminationReason": "interrupted"}, "run-1"),
     ]
-    await store.append_events(session.id, events)
-    await store.finish_run("run-1", status="interrupted", termination_reason="interrupted")
+    await store.events.append(session.id, events)
+    await store.runs.finish("run-1", status="interrupted", termination_reason="interrupted")
     return session.id
 
 

@@ -241,7 +241,7 @@ def test_wrong_types_and_empty_secrets(tmp_path: Path, env: dict[str, str]) -> N
     )
     path = write(tmp_path / "gw3.toml", '[sandbox]\nmode = "yolo"\n')
     assert error_of(path, env).startswith(
-        f"config error in {path}: sandbox.mode: Input should be 'auto', 'bwrap' or 'subprocess'"
+        f"config error in {path}: sandbox.mode: Input should be 'auto', 'bwrap', 'uid' or 'unsafe-host'"
     )
 
 

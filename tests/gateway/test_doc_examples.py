@@ -47,3 +47,44 @@ def test_each_config_example_is_valid(where: str, block: str, tmp_path: Path) ->
     path.write_text(block)
     config = load_config(path, env={})
     validate_bindings(config, env=AnySecret())
+
+
+# --- links and the offline model's directives -------------------------------------------------
+
+LINKED = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def anchor(heading: str) -> str:
+    """The fragment a Markdown renderer gives a heading: lower case, punctuation dropped, spaces
+    as hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(doc: Path) -> set[str]:
+    return {anchor(line.lstrip("#")) for line in doc.read_text().splitlines() if line.startswith("#")}
+
+
+@pytest.mark.parametrize("doc", LINKED, ids=[d.name for d in LINKED])
+def test_links_between_the_docs_resolve(doc: Path) -> None:
+    for target in _LINK.findall(doc.read_text()):
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        path, _, fragment = target.partition("#")
+        file = (doc.parent / path).resolve() if path else doc
+        assert file.exists(), f"{doc.name} links to {target}, which does not exist"
+        if fragment and file.suffix == ".md":
+            assert fragment in anchors(file), (
+                f"{doc.name} links to #{fragment}, no such heading in {file.name}"
+            )
+
+
+def test_the_readme_documents_every_directive_of_the_offline_model() -> None:
+    from agent_core.providers import faux_echo as faux
+
+    section = (ROOT / "README.md").read_text().split("## Trying it without a model key", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `!(\w+)", section, re.M))
+    assert documented == set(re.findall(r"``!(\w+)", faux.__doc__ or ""))
+    assert f"{faux.DEFAULT_PACE_MS:g} ms per word" in section and faux.PACE_ENV in section

@@ -133,6 +133,36 @@ def test_standard_library_records_are_routed_and_redacted() -> None:
     assert "sk-abcdefghijklmnop123" not in out.getvalue()
 
 
+def test_uvicorn_colour_copies_of_messages_are_not_fields() -> None:
+    for out in (io.StringIO(), Terminal()):
+        configure_logging("info", stream=out)
+        logging.getLogger("uvicorn.error").info(
+            "Uvicorn running on %s", "http://x", extra={"color_message": "Uvicorn running on \x1b[1m%s"}
+        )
+        assert "Uvicorn running on http://x" in out.getvalue()
+        assert "color_message" not in out.getvalue()
+
+
+def test_routine_connection_lines_show_at_debug_only() -> None:
+    library = logging.getLogger("uvicorn.error")
+    out = io.StringIO()
+    configure_logging("info", stream=out)
+    library.info('%s - "WebSocket %s" [accepted]', "127.0.0.1:5000", "/")
+    library.info("connection open")
+    library.info("connection closed")
+    library.info("Application startup complete.")
+    library.warning("connection open")  # a warning is never demoted
+    assert [(r["event"], r["level"]) for r in lines(out)] == [("connection open", "warning")]
+
+    out = io.StringIO()
+    configure_logging("debug", stream=out)
+    library.info("connection open")
+    assert [(r["event"], r["level"]) for r in lines(out)] == [("connection open", "debug")]
+
+    reset_logging()
+    assert not [f for f in library.filters if type(f).__name__ == "RoutineAtDebug"]
+
+
 def test_exceptions_are_formatted_and_redacted() -> None:
     out = io.StringIO()
     configure_logging("info", stream=out)

@@ -1,7 +1,7 @@
 """Abuse of authentication against the live daemon: wrong and missing tokens, connections calling
 every method their scopes do not allow, browser connections from another site, replayed signed
 webhook requests (Slack Events API and Discord Interactions mounted under `/bindings/`), and
-repeated failures from one address (locked out, then let back in)."""
+repeated failures from one address (slowed down, never locking the operator out)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from gateway.client import ConnectError, GatewayClient
 from gateway.protocol.methods import METHODS, Scope, expand_scopes
 from tests.daemon import Daemon, start_daemon
-from tests.reliability._support import connected
+from tests.reliability._support import connected, log_records
 
 SLACK_SECRET = "reliability-signing-secret"
 DISCORD_KEY = Ed25519PrivateKey.generate()
@@ -190,28 +190,49 @@ async def test_replayed_or_forged_discord_interaction_is_refused(daemon: Daemon)
         assert forged.status_code == 401, forged.text
 
 
-async def test_repeated_auth_failures_lock_the_address_out_then_let_it_back(gateway_home: Path) -> None:
-    lockout_s = 3.0
-    daemon = start_daemon(
-        gateway_home,
-        config=f"[gateway]\nauth_max_failures = 3\nauth_lockout_s = {lockout_s}\n",
-    )
+async def _wrong_guess_forwarded_for(daemon: Daemon, forwarded_for: str) -> str:
+    """A wrong token sent with an `X-Forwarded-For` header; the refusal's detail code."""
+    headers = {"X-Forwarded-For": forwarded_for}
+    async with websockets.connect(daemon.url, additional_headers=headers, open_timeout=10) as ws:
+        await ws.recv()  # the challenge
+        params = {
+            "minProtocol": 4,
+            "maxProtocol": 4,
+            "client": {"id": "guess", "version": "1", "platform": "linux", "mode": "cli"},
+            "role": "operator",
+            "auth": {"token": "wrong-token"},
+        }
+        await ws.send(json.dumps({"type": "req", "id": "c", "method": "connect", "params": params}))
+        answer = json.loads(await ws.recv())
+        return str(answer["error"]["details"]["code"])
+
+
+async def test_wrong_tokens_are_slowed_down_but_never_lock_the_operator_out(gateway_home: Path) -> None:
+    daemon = start_daemon(gateway_home)  # default delays: 0.25 s, doubling, at most 5 s
     try:
-        for _ in range(3):
-            failed = await _refused(daemon, token="wrong-token")
-            assert failed.details["code"] == "AUTH_TOKEN_MISMATCH", failed.details
-        locked_at = time.monotonic()
-        for token in ("wrong-token", daemon.token):  # even the right token is refused while locked
-            locked = await _refused(daemon, token=token)
-            assert locked.details["code"] == "AUTH_RATE_LIMITED", locked.details
-        while time.monotonic() - locked_at < lockout_s + 0.2:
-            await asyncio.sleep(0.1)
+        # Ten wrong tokens from the operator's own address, all at once; half of them claim to
+        # be forwarded for another address, which must not reset or split the count.
+        direct, forwarded = await asyncio.gather(
+            asyncio.gather(*(_refused(daemon, token="wrong-token") for _ in range(5))),
+            asyncio.gather(*(_wrong_guess_forwarded_for(daemon, "203.0.113.9") for _ in range(5))),
+        )
+        assert {f.details["code"] for f in direct} | set(forwarded) == {"AUTH_TOKEN_MISMATCH"}
+        # One more wrong guess waits the longest delay; meanwhile the operator gets in at once.
+        guess = asyncio.create_task(_refused(daemon, token="wrong-token"))
+        await asyncio.sleep(0.5)
         async with connected(daemon) as client:
             assert (await client.call("health"))["ok"]
-        # A success forgets the failures: two more wrong tokens do not lock it out again.
-        for _ in range(2):
-            await _refused(daemon, token="wrong-token")
-        async with connected(daemon) as client:
-            assert (await client.call("health"))["ok"]
+            assert client.hello["auth"]["scopes"] == ["operator.read", "operator.write", "operator.admin"]
+        assert not guess.done(), "the right token waited behind a wrong guess"
+        started = time.monotonic()
+        assert (await guess).details["code"] == "AUTH_TOKEN_MISMATCH"
+        assert time.monotonic() - started > 3.0  # it was still waiting out its 5 s
     finally:
         daemon.stop()
+    records = log_records(daemon)
+    failures = [r for r in records if r.get("event") == "authentication failed"]
+    delays = [r for r in records if r.get("event") == "slowing down failed authentications"]
+    assert len(failures) == 11 and {r["address"] for r in failures} == {"127.0.0.1"}
+    assert {r["reason"] for r in failures} == {"AUTH_TOKEN_MISMATCH"}
+    assert sorted(r["delay_s"] for r in delays) == [0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0]
+    assert {r["address"] for r in delays} == {"127.0.0.1"}

@@ -407,6 +407,7 @@ shell_text = st.lists(
 @example(command="$(" * 5000)
 @example(command="bash -c '" * 500)
 @example(command="x" * (MAX_COMMAND_CHARS + 1))
+@example(command="cat /etc/sha[y-<]dow")  # a reversed glob range once raised re.error
 def test_exec_classifier_never_raises_and_is_deterministic(command: str) -> None:
     started = time.monotonic()
     first = classify(command)

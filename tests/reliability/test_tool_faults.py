@@ -1,17 +1,21 @@
 """Tools that misbehave, run through the daemon by the faux model: one that hangs, one that prints
-gigabytes, one that forks a child and exits. Each runs under both confinements the daemon offers:
-bubblewrap (agent `main`, sandbox mode `auto`, when bwrap works here) and the confined subprocess
-(agent `confined`, mode `subprocess`)."""
+gigabytes, one that forks a child and exits. Each runs under bubblewrap (agent `main`, sandbox
+mode `auto`, when bwrap works here) and under the uid runner (agent `confined`, mode `uid`, when
+the tests run as root)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gateway.sandbox import bwrap_available
+from gateway.sandbox import SandboxMachine
 from tests.daemon import Daemon, start_daemon
 from tests.reliability._support import (
     RssSampler,
@@ -22,6 +26,7 @@ from tests.reliability._support import (
     wait_until,
 )
 
+_MACHINE = SandboxMachine(home=Path("/nonexistent-gateway-home"))
 SANDBOX_TIMEOUT_S = 1.5
 KILL_GRACE_S = 2.0  # the runners' SIGTERM -> SIGKILL grace
 AGENTS = """
@@ -30,24 +35,32 @@ id = "main"
 
 [[agents]]
 id = "confined"
-sandbox_mode = "subprocess"
+sandbox_mode = "uid"
 """
 MODES = [
     pytest.param(
         "main",
         id="bwrap",
-        marks=pytest.mark.skipif(not bwrap_available(), reason="bubblewrap cannot run on this machine"),
+        marks=pytest.mark.skipif(not _MACHINE.probe("bwrap").ok, reason="bubblewrap cannot run here"),
     ),
-    pytest.param("confined", id="subprocess"),
+    pytest.param(
+        "confined",
+        id="uid",
+        marks=pytest.mark.skipif(not _MACHINE.probe("uid").ok, reason="the uid runner needs root"),
+    ),
 ]
 
 
 def _daemon(factory: pytest.TempPathFactory, name: str, sandbox: str) -> Iterator[Daemon]:
-    daemon = start_daemon(factory.mktemp(name), config=f"[sandbox]\n{sandbox}\n{AGENTS}")
+    # Under a directory other users may traverse: the uid runner's users reach the workspace.
+    root = Path(tempfile.mkdtemp(prefix=f"gateway-{name}-", dir="/tmp"))
+    os.chmod(root, 0o711)
+    daemon = start_daemon(root / "home", config=f"[sandbox]\n{sandbox}\n{AGENTS}")
     try:
         yield daemon
     finally:
         daemon.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,8 @@ from agent_core import (
 )
 from agent_core.errors import ModelNotFoundError
 from agent_core.providers import stream_simple
-from sessions.manager import SessionManager, SubmitResult
+from sessions.inputs import SubmitResult
+from sessions.manager import SessionManager
 from sessions.profiles import AgentProfile, QueueModeName, RunContext, RunSettings, ToolsFactory
 from sessions.records import EntryRecord, EventRecord, InputRecord, SessionRecord
 from sessions.session_events import SessionEvent
@@ -277,15 +278,15 @@ class Harness:
         return outcome
 
     async def input(self, key: str) -> InputRecord:
-        record = await self.store.get_input(key)
+        record = await self.store.inputs.get(key)
         assert record is not None, f"no input {key}"
         return record
 
     async def events(self, session_id: str) -> list[EventRecord]:
-        return await self.store.read_events(session_id, after_seq=0, limit=100_000)
+        return await self.store.events.read(session_id, after_seq=0, limit=100_000)
 
     async def transcript(self, session_id: str) -> list[EntryRecord]:
-        return await self.store.transcript(session_id)
+        return await self.store.transcript.read(session_id)
 
     async def messages(self, session_id: str) -> list[dict[str, Any]]:
         return [e.payload for e in await self.transcript(session_id) if e.kind == "message"]
@@ -308,7 +309,7 @@ class Harness:
         """The durable log has every seq from 1 to last_seq once, and the publisher saw exactly
         those events in seq order."""
         stored = await self.events(session_id)
-        session = await self.store.get_session(session_id)
+        session = await self.store.tree.get_session(session_id)
         assert session is not None
         assert [e.seq for e in stored] == list(range(1, session.last_seq + 1))
         published = [e.seq for e in self.recorder.of(session_id)]
@@ -325,7 +326,7 @@ class Harness:
     async def wait_for_event(self, session_id: str, name: str, timeout: float = 10.0, **fields: Any) -> None:
         def seen() -> bool:
             return any(
-                e.name == name and all(e.data.get(k) == v for k, v in fields.items())
+                e.name == name and all(e.data.dump().get(k) == v for k, v in fields.items())
                 for e in self.recorder.of(session_id)
             )
 

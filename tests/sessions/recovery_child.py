@@ -63,8 +63,9 @@ class Printer:
 
     def publish(self, event: SessionEvent) -> None:
         line: dict[str, Any] = {"sid": event.session_id, "seq": event.seq, "name": event.name}
-        if "messageId" in event.data:
-            line["messageId"] = event.data["messageId"]
+        fields = event.data.dump()
+        if "messageId" in fields:
+            line["messageId"] = fields["messageId"]
         say(self.prefix, json.dumps(line))
 
 

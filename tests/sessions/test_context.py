@@ -111,7 +111,7 @@ async def test_each_run_starts_from_the_stored_transcript(harnesses: HarnessFact
     session = await h.session()
     await h.send(session, "first", "c-1")
     await h.wait("c-1")
-    await h.store.append_entries(session.id, [NewEntry(kind="label", payload={"label": "ignored"})])
+    await h.store.transcript.append(session.id, [NewEntry(kind="label", payload={"label": "ignored"})])
     await h.send(session, "second", "c-2")
     await h.wait("c-2")
     assert log.contexts(session.id)[-1] == [
@@ -134,7 +134,7 @@ async def test_a_branch_sees_the_parent_up_to_the_branch_point_then_its_own(
     await h.send(main, "two on main", "b-2")
     await h.wait("b-2")
 
-    branch = await h.store.branch(main.id, at_entry_id=point.id, key="agent:main:main:branch:1")
+    branch = await h.store.tree.branch(main.id, at_entry_id=point.id, key="agent:main:main:branch:1")
     await h.send(branch, "two on the branch", "b-3")
     await h.wait("b-3")
     assert log.contexts(branch.id)[-1] == [
@@ -154,7 +154,7 @@ async def test_a_branch_sees_the_parent_up_to_the_branch_point_then_its_own(
     await h.check_log(branch.id)
 
     # A branch of the branch sees both prefixes.
-    twig = await h.store.branch(branch.id, key="agent:main:main:branch:2")
+    twig = await h.store.tree.branch(branch.id, key="agent:main:main:branch:2")
     await h.send(twig, "three", "b-4")
     await h.wait("b-4")
     assert [t for _, t in log.contexts(twig.id)[-1]] == [

@@ -9,14 +9,17 @@ from typing import Any, cast
 import pytest
 
 from sessions.errors import SeqConflict, StoreUnavailable
+from sessions.event_payloads import EventPayload, MessageDelta, StatusChanged
 from sessions.journal import Journal, JournalItem
+from sessions.schema import SessionStatus
 from sessions.session_events import SessionEvent
 from sessions.store import BatchItem, NewEntry, Store
 from tests.sessions.manager_support import Recorder
 
 
-def event(session_id: str, seq: int, name: str = "message.delta") -> SessionEvent:
-    return SessionEvent(session_id, seq, name, {"n": seq})
+def event(session_id: str, seq: int, data: EventPayload | None = None) -> SessionEvent:
+    delta = MessageDelta(message_id="m1", content_index=0, kind="text", delta=str(seq))
+    return SessionEvent(session_id, seq, data or delta)
 
 
 class Flaky:
@@ -39,7 +42,7 @@ class Flaky:
 
 
 async def _sessions(store: Store, count: int) -> list[str]:
-    return [(await store.create_session(agent_id="main", key=f"k{n}")).id for n in range(count)]
+    return [(await store.tree.create_session(agent_id="main", key=f"k{n}")).id for n in range(count)]
 
 
 async def test_items_are_committed_in_order_then_published(store: Store) -> None:
@@ -59,10 +62,10 @@ async def test_items_are_committed_in_order_then_published(store: Store) -> None
     await journal.flush()
     assert journal.pending == 0 and journal.pending_for(a) == 0
     for sid in (a, b):
-        stored = await store.read_events(sid, limit=1000)
+        stored = await store.events.read(sid, limit=1000)
         assert [e.seq for e in stored] == list(range(1, 51))
         assert [e.seq for e in recorder.of(sid)] == list(range(1, 51))
-        assert [e.payload["content"] for e in await store.own_entries(sid)] == [
+        assert [e.payload["content"] for e in await store.transcript.own_entries(sid)] == [
             f"m{n}" for n in range(10, 51, 10)
         ]
     assert journal.commits < 100  # many items share a commit
@@ -80,8 +83,8 @@ async def test_a_refused_item_fails_alone_and_the_writer_goes_on(store: Store) -
     with pytest.raises(SeqConflict):
         await bad
     await journal.commit(JournalItem(a, events=[event(a, 2)]))
-    assert [e.seq for e in await store.read_events(a)] == [1, 2]
-    assert [e.seq for e in await store.read_events(b)] == [1]
+    assert [e.seq for e in await store.events.read(a)] == [1, 2]
+    assert [e.seq for e in await store.events.read(b)] == [1]
     assert [(e.session_id, e.seq) for e in recorder.events] == [(a, 1), (b, 1), (a, 2)]
     await journal.aclose()
 
@@ -94,7 +97,7 @@ async def test_an_unavailable_store_is_retried_until_it_commits(store: Store) ->
     await journal.start()
     await asyncio.wait_for(journal.commit(JournalItem(a, events=[event(a, 1), event(a, 2)])), 5)
     assert flaky.calls == 3
-    assert [e.seq for e in await store.read_events(a)] == [1, 2]
+    assert [e.seq for e in await store.events.read(a)] == [1, 2]
     assert [e.seq for e in recorder.events] == [1, 2]
     await journal.aclose()
 
@@ -112,7 +115,7 @@ async def test_a_full_journal_makes_producers_wait(store: Store) -> None:
     gate.set()
     await asyncio.wait_for(third, 5)
     await journal.flush()
-    assert [e.seq for e in await store.read_events(a)] == [1, 2, 3]
+    assert [e.seq for e in await store.events.read(a)] == [1, 2, 3]
     await journal.aclose()
 
 
@@ -124,7 +127,7 @@ async def test_closing_commits_what_is_queued_then_refuses(store: Store) -> None
     for seq in range(1, 6):
         await journal.append(JournalItem(a, events=[event(a, seq)]))
     await journal.aclose()
-    assert [e.seq for e in await store.read_events(a)] == [1, 2, 3, 4, 5]
+    assert [e.seq for e in await store.events.read(a)] == [1, 2, 3, 4, 5]
     assert len(recorder.events) == 5
     with pytest.raises(StoreUnavailable):
         await journal.append(JournalItem(a, events=[event(a, 6)]))
@@ -136,7 +139,8 @@ async def test_session_fields_change_with_the_events(store: Store) -> None:
     journal = Journal(store, Recorder())
     await journal.start()
     item: dict[str, Any] = {"status": "running"}
-    await journal.commit(JournalItem(a, events=[event(a, 1, "status.changed")], session_fields=item))
-    record = await store.get_session(a)
+    running = event(a, 1, StatusChanged(SessionStatus.RUNNING))
+    await journal.commit(JournalItem(a, events=[running], session_fields=item))
+    record = await store.tree.get_session(a)
     assert record is not None and record.status == "running" and record.last_seq == 1
     await journal.aclose()

@@ -200,6 +200,30 @@ async def test_registry_shares_a_lane_while_busy_and_drops_it_when_idle() -> Non
     assert registry.depth("s1") == 0
 
 
+async def test_changing_the_registry_depth_reaches_busy_lanes_and_new_ones() -> None:
+    registry = LaneRegistry(max_depth=1)
+    tracker = Tracker()
+    busy = asyncio.create_task(registry.run("s1", tracker.op(1, gated=True)))
+    await settle()
+    with pytest.raises(LaneFull):
+        await registry.run("s1", tracker.op(2))
+    registry.max_depth = 2  # the lane of s1 is alive and keeps its place in the registry
+    waiting = asyncio.create_task(registry.run("s1", tracker.op(3)))
+    await settle()
+    assert registry.depth("s1") == 2
+    with pytest.raises(LaneFull):
+        await registry.run("s1", tracker.op(4))
+    assert registry.lane("s2").max_depth == 2
+    registry.max_depth = 1  # what the lane holds finishes; only later operations are refused
+    with pytest.raises(LaneFull):
+        await registry.run("s1", tracker.op(5))
+    tracker.gates[1].set()
+    await asyncio.gather(busy, waiting)
+    assert tracker.started == [1, 3]
+    with pytest.raises(ValueError):
+        registry.max_depth = 0
+
+
 async def test_lanes_of_idle_sessions_do_not_accumulate() -> None:
     registry = LaneRegistry()
     gate = asyncio.Event()

@@ -4,6 +4,7 @@ every run of a long-lived session costs more than the last one."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -15,20 +16,21 @@ from sessions.context import SUMMARY_PREFIX
 from sessions.manager import SessionManager
 from sessions.records import ContextEntry, EntryRecord
 from sessions.store import NewEntry, Store
+from sessions.transcripts import Transcripts
 from tests.sessions.manager_support import FAST, Directory, Recorder, StreamLog
 
 
-class CountingStore(Store):
-    """A store that counts the transcript entries it hands out, through every method that
-    returns entries."""
+class CountingTranscripts(Transcripts):
+    """The store's transcript area, counting the entries it hands out through every method
+    that returns entries."""
 
     entries_read = 0
 
     def _count(self, found: Sequence[Any]) -> None:
         self.entries_read += len(found)
 
-    async def transcript(self, session_id: str) -> list[EntryRecord]:
-        found = await super().transcript(session_id)
+    async def read(self, session_id: str) -> list[EntryRecord]:
+        found = await super().read(session_id)
         self._count(found)
         return found
 
@@ -51,10 +53,13 @@ class CountingStore(Store):
 
 
 @pytest.fixture
-async def counting(store_url: str) -> AsyncIterator[tuple[CountingStore, SessionManager, StreamLog]]:
+async def counting(
+    store_url: str,
+) -> AsyncIterator[tuple[Store, CountingTranscripts, SessionManager, StreamLog]]:
     log = StreamLog()
-    async with CountingStore.open(store_url) as store:
-        assert isinstance(store, CountingStore)
+    async with Store.open(store_url) as store:
+        counter = CountingTranscripts(store.database, lambda: time.time_ns() // 1_000_000)
+        store.transcript = counter
         manager = SessionManager(
             store,
             directory=Directory(),
@@ -64,7 +69,7 @@ async def counting(store_url: str) -> AsyncIterator[tuple[CountingStore, Session
         )
         await manager.start()
         try:
-            yield store, manager, log
+            yield store, counter, manager, log
         finally:
             await manager.aclose(grace_s=0.0)
 
@@ -82,28 +87,28 @@ async def _compacted(store: Store, manager: SessionManager, key: str, history: i
     session = await manager.ensure_session(key)
     old = [_message("user" if i % 2 == 0 else "assistant", f"old {i}") for i in range(history)]
     for start in range(0, len(old), 200):
-        await store.append_entries(session.id, old[start : start + 200])
-    kept, _ = await store.append_entries(
+        await store.transcript.append(session.id, old[start : start + 200])
+    kept, _ = await store.transcript.append(
         session.id, [_message("user", "kept question"), _message("assistant", "kept answer")]
     )
     payload = {"summary": "what came before", "firstKeptEntryId": kept.id, "tokensBefore": 1000}
-    await store.append_entries(session.id, [NewEntry(kind="compaction", payload=payload)])
+    await store.transcript.append(session.id, [NewEntry(kind="compaction", payload=payload)])
     return session.id
 
 
 async def test_a_run_reads_its_context_and_not_the_history_a_compaction_replaced(
-    counting: tuple[CountingStore, SessionManager, StreamLog],
+    counting: tuple[Store, CountingTranscripts, SessionManager, StreamLog],
 ) -> None:
-    store, manager, log = counting
+    store, counter, manager, log = counting
     read: dict[int, int] = {}
     for history in (20, 1_000):
         session_id = await _compacted(store, manager, f"agent:main:h{history}", history)
         session = await manager.get(session_id=session_id)
-        store.entries_read = 0
+        counter.entries_read = 0
         await manager.submit(session=session, message="new question", idempotency_key=f"q-{history}")
         outcome = await manager.wait_run(f"q-{history}", 15)
         assert outcome is not None and outcome["status"] == "ok"
-        read[history] = store.entries_read
+        read[history] = counter.entries_read
         assert log.contexts(session_id)[-1] == [
             ("user", SUMMARY_PREFIX + "what came before\n</summary>"),
             ("user", "kept question"),
@@ -115,20 +120,20 @@ async def test_a_run_reads_its_context_and_not_the_history_a_compaction_replaced
 
 
 async def test_a_compaction_reads_what_it_summarises_and_not_what_an_earlier_one_replaced(
-    counting: tuple[CountingStore, SessionManager, StreamLog],
+    counting: tuple[Store, CountingTranscripts, SessionManager, StreamLog],
 ) -> None:
-    store, manager, _ = counting
+    store, counter, manager, _ = counting
     read: dict[int, int] = {}
     for history in (20, 1_000):
         session_id = await _compacted(store, manager, f"agent:main:c{history}", history)
-        await store.append_entries(
+        await store.transcript.append(
             session_id,
             [_message("user", "newer question"), _message("assistant", "newer answer with more words")],
         )
-        store.entries_read = 0
+        counter.entries_read = 0
         result = await manager.compact(session_id)
-        read[history] = store.entries_read
-        newest = (await store.transcript(session_id))[-1]
+        read[history] = counter.entries_read
+        newest = (await store.transcript.read(session_id))[-1]
         assert newest.kind == "compaction" and newest.payload["summary"] == result.summary
         assert result.summary.startswith("echo: Earlier summary (update it with what follows):")
     assert read[1_000] == read[20] == 5

@@ -21,6 +21,7 @@ from agent_core import (
 )
 from agent_core.providers import stream_simple
 from sessions.errors import InvalidRequest
+from sessions.input_ledger import FINAL_INPUT_STATUSES
 from tests.sessions.manager_support import (
     FAST,
     Harness,
@@ -31,8 +32,6 @@ from tests.sessions.manager_support import (
 )
 
 __all__ = ["harnesses"]
-
-FINAL = {"done", "rejected", "interrupted"}
 
 
 async def test_a_repeated_key_never_runs_twice(harnesses: HarnessFactory) -> None:
@@ -85,7 +84,7 @@ async def test_an_unknown_queue_mode_is_refused(harnesses: HarnessFactory) -> No
     session = await h.session()
     with pytest.raises(InvalidRequest):
         await h.send(session, "hi", "q-1", mode="shout")
-    assert await h.store.get_input("q-1") is None
+    assert await h.store.inputs.get("q-1") is None
 
 
 async def _gated(harnesses: HarnessFactory, **kwargs: Any) -> tuple[Harness, asyncio.Event, asyncio.Event]:
@@ -112,7 +111,7 @@ async def test_steer_is_injected_at_the_next_model_boundary(harnesses: HarnessFa
         ("user", "change of plan"),
         ("assistant", "echo: change of plan"),
     ]
-    record = await h.store.get_input("st-2")
+    record = await h.store.inputs.get("st-2")
     assert record is not None and (record.status, record.run_id) == ("done", "st-1")
     assert len([e for e in await h.check_log(session.id) if e.type == "agent.started"]) == 1
 
@@ -135,7 +134,7 @@ async def test_followup_becomes_a_new_turn_of_the_same_run(harnesses: HarnessFac
         ("user", "second"),
         ("assistant", "echo: second"),
     ]
-    record = await h.store.get_input("fu-2")
+    record = await h.store.inputs.get("fu-2")
     assert record is not None and (record.status, record.run_id) == ("done", "fu-1")
 
 
@@ -232,7 +231,7 @@ async def test_a_steer_too_late_for_its_run_becomes_the_next_run(harnesses: Harn
     assert (await h.wait("late-1"))["status"] == "error"
     second = await h.wait("late-2")
     assert second["status"] == "ok" and second["text"] == "echo: steer me"
-    record = await h.store.get_input("late-2")
+    record = await h.store.inputs.get("late-2")
     assert record is not None and record.status == "done" and record.run_id != "late-1"
     await h.check_log(session.id)
 
@@ -281,8 +280,8 @@ async def test_every_accepted_input_ends_in_exactly_one_outcome(harnesses: Harne
     outcomes = {key: await h.wait(key) for key in keys}
     assert all(o["status"] in ("ok", "aborted", "error") for o in outcomes.values())
     for key in keys:
-        record = await h.store.get_input(key)
-        assert record is not None and record.status in FINAL
+        record = await h.store.inputs.get(key)
+        assert record is not None and record.status in FINAL_INPUT_STATUSES
     for session in sessions:
         await h.check_log(session.id)
         # Each input's text reached the transcript exactly once (alone or merged).

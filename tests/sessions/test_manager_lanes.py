@@ -10,7 +10,10 @@ import itertools
 import json
 from typing import Any
 
+import pytest
+
 from agent_core import AbortSignal, AgentTool
+from sessions.errors import LaneFull
 from sessions.profiles import RunContext
 from sessions.records import RunRecord
 from tests.sessions.manager_support import (
@@ -31,9 +34,9 @@ __all__ = ["harnesses"]
 async def _runs_of(h: Harness, keys: list[str]) -> list[RunRecord]:
     runs: dict[str, RunRecord] = {}
     for key in keys:
-        record = await h.store.get_input(key)
+        record = await h.store.inputs.get(key)
         assert record is not None and record.run_id is not None
-        run = await h.store.get_run(record.run_id)
+        run = await h.store.runs.get(record.run_id)
         assert run is not None
         runs[run.id] = run
     return sorted(runs.values(), key=lambda r: r.started_at)
@@ -85,6 +88,42 @@ async def test_the_limiter_holds_runs_beyond_the_cap_until_a_slot_frees(harnesse
     await h.wait_for(lambda: h.manager.limiter.active == 0)
 
 
+async def test_new_settings_change_the_run_cap_and_the_lane_depth_at_once(harnesses: HarnessFactory) -> None:
+    gate = asyncio.Event()
+    entered: list[str] = []
+
+    async def hold(params: dict[str, Any], signal: AbortSignal | None) -> str:
+        entered.append(str(params["text"]))
+        await gate.wait()
+        return str(params["text"])
+
+    settings = dataclasses.replace(FAST, max_concurrent_runs=1, lane_depth=1)
+    h = await harnesses(settings=settings, tools=tools_factory(tool("hold", hold)))
+    first, second = await h.session("agent:main:cap-a"), await h.session("agent:main:cap-b")
+    await h.send(first, '!tool hold {"text": "a"}', "cap-a")
+    await h.send(second, '!tool hold {"text": "b"}', "cap-b")
+    await h.wait_for(lambda: entered == ["a"] and h.manager.limiter.waiting == 1)
+    with pytest.raises(LaneFull):
+        await h.manager.inject(first.id, text="a note")
+
+    h.manager.apply_settings(dataclasses.replace(settings, max_concurrent_runs=2, lane_depth=3))
+    await h.wait_for(lambda: sorted(entered) == ["a", "b"])  # the waiting run got the new slot
+    assert (h.manager.limiter.active, h.manager.limiter.waiting) == (2, 0)
+    note = asyncio.create_task(h.manager.inject(first.id, text="a note"))  # waits on the lane
+    await h.wait_for(lambda: h.manager.lanes.depth(first.id) == 2)
+
+    h.manager.apply_settings(settings)
+    with pytest.raises(LaneFull):
+        await h.manager.inject(first.id, text="another note")
+    with pytest.raises(LaneFull):
+        await h.send(first, "refused", "cap-c")
+    gate.set()
+    for key in ("cap-a", "cap-b"):
+        assert (await h.wait(key))["status"] == "ok"
+    await note
+    assert h.manager.settings.max_concurrent_runs == 1 and h.manager.limiter.limit == 1
+
+
 async def test_interrupted_and_queued_runs_of_a_session_follow_each_other(harnesses: HarnessFactory) -> None:
     h = await harnesses(directory=Directory(pace_ms=2))
     session = await h.session()
@@ -132,7 +171,7 @@ def _spawner(box: dict[str, Any]) -> Any:
     def factory(ctx: RunContext) -> list[AgentTool]:
         async def spawn(params: dict[str, Any], signal: AbortSignal | None) -> str:
             h: Harness = box["h"]
-            child = await h.store.create_session(
+            child = await h.store.tree.create_session(
                 agent_id="main",
                 key=f"{ctx.session.keys[0]}:subagent:{ctx.run_id}",
                 kind="subagent",
@@ -202,7 +241,7 @@ async def test_stopping_leaves_waiting_inputs_for_the_restart(harnesses: Harness
     assert (await after.input("r-1")).status in ("queued", "running", "done")
     outcome = await after.wait("r-1")
     assert outcome["status"] == "ok" and outcome["text"] == "echo: after the restart"
-    held = await after.store.get_run("r-0")
+    held = await after.store.runs.get("r-0")
     assert held is not None and (held.status, held.termination_reason) == ("interrupted", "gateway_shutdown")
     gate.set()
 

@@ -35,7 +35,7 @@ async def test_a_run_persists_every_message_and_numbered_event(harnesses: Harnes
 
     answer = await h.send(session, '!tool echo {"text": "hello world"}', "run-1")
     assert answer.status == "started" and answer.run_id == "run-1" and answer.disposition == "queued"
-    assert await h.store.get_input("run-1") is not None  # recorded before submit returned
+    assert await h.store.inputs.get("run-1") is not None  # recorded before submit returned
     outcome = await h.wait("run-1")
 
     assert outcome["status"] == "ok"
@@ -69,11 +69,11 @@ async def test_a_run_persists_every_message_and_numbered_event(harnesses: Harnes
     if h.store.backend == "sqlite":
         assert h.recorder.checked == len(stored) and h.recorder.uncommitted == []
 
-    run = await h.store.get_run("run-1")
+    run = await h.store.runs.get("run-1")
     assert run is not None and run.status == "done" and run.termination_reason == "no_tool_calls"
-    record = await h.store.get_input("run-1")
+    record = await h.store.inputs.get("run-1")
     assert record is not None and record.status == "done" and record.run_id == "run-1"
-    refreshed = await h.store.get_session(session.id)
+    refreshed = await h.store.tree.get_session(session.id)
     assert refreshed is not None and refreshed.status == "idle"
 
 
@@ -87,7 +87,7 @@ async def test_usage_of_each_run_is_added_to_the_session(harnesses: HarnessFacto
         totals.append(outcome["usage"])
     assistants = [m for m in await h.messages(session.id) if m["role"] == "assistant"]
     assert [a["usage"]["totalTokens"] for a in assistants] == [t["totalTokens"] for t in totals]
-    record = await h.store.get_session(session.id)
+    record = await h.store.tree.get_session(session.id)
     assert record is not None
     assert record.total_tokens == sum(t["totalTokens"] for t in totals) > 0
     assert record.input_tokens == sum(a["usage"]["input"] for a in assistants) > 0
@@ -128,7 +128,7 @@ async def test_a_provider_error_ends_the_run_with_error(harnesses: HarnessFactor
     finished = [e for e in stored if e.type == "agent.finished"]
     assert finished[0].payload["terminationReason"] == "error"
     assert finished[0].payload["errorMessage"] == "the model broke"
-    run = await h.store.get_run("e-1")
+    run = await h.store.runs.get("e-1")
     assert run is not None and run.status == "error" and run.termination_reason == "error"
     again = await h.send(session, "!error the model broke", "e-1")
     assert again.status == "error"
@@ -146,9 +146,9 @@ async def test_a_failing_tools_factory_ends_the_run_with_error(harnesses: Harnes
     assert outcome["terminationReason"] == "error"
     assert "no tools today" in outcome["errorMessage"]
     await h.check_log(session.id)
-    record = await h.store.get_session(session.id)
+    record = await h.store.tree.get_session(session.id)
     assert record is not None and record.status == "idle"
-    run = await h.store.get_run("f-1")
+    run = await h.store.runs.get("f-1")
     assert run is not None and run.status == "error"
 
 
@@ -175,7 +175,7 @@ async def test_user_abort_ends_the_run_as_aborted(harnesses: HarnessFactory) -> 
     assert last["role"] == "assistant" and last["stopReason"] == "aborted"
     stored = await h.check_log(session.id)
     assert [e.payload["terminationReason"] for e in stored if e.type == "agent.finished"] == ["aborted"]
-    run = await h.store.get_run("a-1")
+    run = await h.store.runs.get("a-1")
     assert run is not None and run.status == "aborted" and run.termination_reason == "aborted"
     assert (await h.send(session, "!sleep 20000 never said", "a-1")).status == "aborted"
     assert await h.manager.abort(session.id) == []  # nothing left to abort
@@ -196,7 +196,7 @@ async def test_max_duration_stops_a_long_run_keeping_what_was_streamed(harnesses
     assert text.startswith("w1 w2 ") and "w2000" not in text
     stored = await h.check_log(session.id)
     assert [e.payload["terminationReason"] for e in stored if e.type == "agent.finished"] == ["max_duration"]
-    run = await h.store.get_run("d-1")
+    run = await h.store.runs.get("d-1")
     assert run is not None and run.termination_reason == "max_duration"
 
 
@@ -215,7 +215,7 @@ async def test_idle_timeout_stops_a_stalled_stream(harnesses: HarnessFactory) ->
         assert [e.payload["terminationReason"] for e in stored if e.type == "agent.finished"] == [
             "idle_timeout"
         ]
-        run = await h.store.get_run(f"i-{index}")
+        run = await h.store.runs.get(f"i-{index}")
         assert run is not None and run.termination_reason == "idle_timeout"
         await harnesses.close(h)
 
@@ -253,9 +253,9 @@ async def test_shutdown_aborts_runs_that_outlive_the_grace_period(harnesses: Har
     await harnesses.close(h)
 
     after = await harnesses()
-    run = await after.store.get_run("s-slow")
+    run = await after.store.runs.get("s-slow")
     assert run is not None and (run.status, run.termination_reason) == ("interrupted", "gateway_shutdown")
-    record = await after.store.get_session(slow.id)
+    record = await after.store.tree.get_session(slow.id)
     assert record is not None and record.status == "interrupted"
     events = await after.events(slow.id)
     assert [e.payload["terminationReason"] for e in events if e.type == "agent.finished"] == [
@@ -265,7 +265,7 @@ async def test_shutdown_aborts_runs_that_outlive_the_grace_period(harnesses: Har
     assert (await after.messages(slow.id))[-1]["stopReason"] == "aborted"
     assert (await after.send(slow, "!sleep 20000 too slow", "s-slow")).status == "aborted"
 
-    run = await after.store.get_run("s-quick")
+    run = await after.store.runs.get("s-quick")
     assert run is not None and (run.status, run.termination_reason) == ("done", "no_tool_calls")
     assert (await after.send(quick, "!sleep 100 just in time", "s-quick")).status == "ok"
     # The interrupted session takes new work.
@@ -279,7 +279,7 @@ async def test_aborting_a_parent_aborts_its_subagents(harnesses: HarnessFactory)
     async def spawn(params: dict[str, Any], signal: AbortSignal | None) -> str:
         h = box["h"]
         parent = box["parent"]
-        child = await h.store.create_session(
+        child = await h.store.tree.create_session(
             agent_id="main", key="agent:main:main:subagent:1", kind="subagent", parent_id=parent.id
         )
         box["child"] = child
@@ -301,7 +301,7 @@ async def test_aborting_a_parent_aborts_its_subagents(harnesses: HarnessFactory)
     assert child_outcome["status"] == "aborted" and child_outcome["terminationReason"] == "aborted"
     parent_outcome = await h.wait("parent-run")
     assert parent_outcome["status"] == "aborted" and parent_outcome["terminationReason"] == "aborted"
-    child_run = await h.store.get_run("child-run")
+    child_run = await h.store.runs.get("child-run")
     assert child_run is not None and child_run.termination_reason == "aborted"
     await h.check_log(child.id)
     await h.check_log(parent.id)
@@ -316,10 +316,10 @@ async def test_deleting_a_session_during_its_run_harms_no_other(harnesses: Harne
     await asyncio.wait_for(entered.wait(), 10)
     await h.send(other, "meanwhile", "del-2")
     assert (await h.wait("del-2"))["status"] == "ok"
-    assert await h.store.delete_session(doomed.id) == 1
+    assert await h.store.tree.delete_session(doomed.id) == 1
     gate.set()
     await h.wait_for(lambda: h.manager.running_count() == 0 and not h.manager.active_run_ids(doomed.id))
-    assert await h.store.get_input("del-1") is None
+    assert await h.store.inputs.get("del-1") is None
     await h.send(other, "still working", "del-3")
     assert (await h.wait("del-3"))["status"] == "ok"
     await h.check_log(other.id)

@@ -32,6 +32,7 @@ TABLES = {
     "channel_pairing_requests",
     "channel_pairing_approvals",
     "channel_cursors",
+    "gateway_tokens",
 }
 
 
@@ -70,7 +71,7 @@ async def test_fresh_database_is_upgraded_to_head(store: Store) -> None:
     async with store.database.read() as conn:
         revision = await conn.run_sync(runner.current_revision)
         tables = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
-    assert revision == runner.head_revision() == "0003"
+    assert revision == runner.head_revision() == "0004"
     assert tables == TABLES | {"alembic_version"}
 
 
@@ -85,8 +86,8 @@ async def test_schema_equals_what_the_migrations_create(store: Store) -> None:
 
 async def test_reopening_a_current_database_changes_nothing(store_url: str) -> None:
     async with Store.open(store_url) as store:
-        session = await store.create_session(agent_id="main", key="agent:main:main")
-        await store.append_entries(session.id, [NewEntry("message", {"role": "user", "content": "kept"})])
+        session = await store.tree.create_session(agent_id="main", key="agent:main:main")
+        await store.transcript.append(session.id, [NewEntry("message", {"role": "user", "content": "kept"})])
         async with store.database.read() as conn:
             before = await conn.run_sync(schema_snapshot)
     with all_statements() as seen:
@@ -97,9 +98,9 @@ async def test_reopening_a_current_database_changes_nothing(store_url: str) -> N
         async with store.database.read() as conn:
             assert await conn.run_sync(schema_snapshot) == before
             assert await conn.run_sync(runner.current_revision) == runner.head_revision()
-        again = await store.get_session_by_key("agent:main:main")
+        again = await store.tree.get_session_by_key("agent:main:main")
         assert again is not None
-        assert [e.payload["content"] for e in await store.transcript(again.id)] == ["kept"]
+        assert [e.payload["content"] for e in await store.transcript.read(again.id)] == ["kept"]
     finally:
         await store.aclose()
 
@@ -157,7 +158,7 @@ def test_migrations_run_from_any_working_directory(tmp_path: Path) -> None:
 
         async def main():
             async with Store.open({url!r}) as store:
-                session = await store.create_session(agent_id="main")
+                session = await store.tree.create_session(agent_id="main")
                 print(session.kind)
 
         asyncio.run(main())

@@ -47,8 +47,8 @@ def _result(call_id: str) -> dict[str, Any]:
 async def _crash_state(store: Store, *, streaming: bool, status: str = "running") -> str:
     """A session whose run `R` was cut off: while a reply streamed (`streaming`), or while the
     second of two tool calls ran."""
-    session = await store.create_session(agent_id="main", key="agent:main:main")
-    await store.create_run("R", session.id)
+    session = await store.tree.create_session(agent_id="main", key="agent:main:main")
+    await store.runs.create("R", session.id)
     calls = ("c1",) if streaming else ("c1", "c2")
     messages = [("u1", _user("do it", "k1")), ("a1", _assistant(*calls)), ("r1", _result("c1"))]
     events = [NewEvent(1, "status.changed", {"status": "running"}, run_id="R")]
@@ -66,23 +66,23 @@ async def _crash_state(store: Store, *, streaming: bool, status: str = "running"
     entries = [NewEntry(kind="message", payload=p, id=i) for i, p in messages]
     fields = {"status": status} if status != "idle" else None
     await store.commit_batch([(session.id, entries, events, fields)])
-    await store.record_input(
+    await store.inputs.record(
         "k1", session_id=session.id, payload=_user("do it", "k1"), status="running", run_id="R"
     )
-    await store.record_input(
+    await store.inputs.record(
         "k2", session_id=session.id, payload=_user("steered", "k2"), status="steered", run_id="R"
     )
-    await store.record_input(
+    await store.inputs.record(
         "k3", session_id=session.id, payload=_user("queued", "k3"), status="queued", run_id="k3"
     )
-    await store.record_input(
+    await store.inputs.record(
         "k4", session_id=session.id, payload=_user("old", "k4"), status="done", run_id="old"
     )
     return session.id
 
 
 async def _status(store: Store, key: str) -> str:
-    record = await store.get_input(key)
+    record = await store.inputs.get(key)
     assert record is not None
     return str(record.status)
 
@@ -96,7 +96,7 @@ async def test_recovery_closes_the_cut_off_run(store: Store, streaming: bool) ->
     pending = await recover(store, journal)
     assert {s: [i.idempotency_key for i in inputs] for s, inputs in pending.items()} == {sid: ["k2", "k3"]}
 
-    entries = [e for e in await store.transcript(sid) if e.kind == "message"]
+    entries = [e for e in await store.transcript.read(sid) if e.kind == "message"]
     tail = entries[3:]
     if streaming:
         assert [e.id for e in tail] == ["m2"]  # the streamed message keeps its id
@@ -110,13 +110,13 @@ async def test_recovery_closes_the_cut_off_run(store: Store, streaming: bool) ->
     assert cut["errorMessage"] == INTERRUPTED_TEXT
     assert cut["content"] == ([{"type": "text", "text": "Hello wor"}] if streaming else [])
 
-    run = await store.get_run("R")
+    run = await store.runs.get("R")
     assert run is not None and (run.status, run.termination_reason) == ("interrupted", "interrupted")
-    session = await store.get_session(sid)
+    session = await store.tree.get_session(sid)
     assert session is not None and session.status == "interrupted"
     statuses = {k: await _status(store, k) for k in ("k1", "k2", "k3", "k4")}
     assert statuses == {"k1": "interrupted", "k2": "steered", "k3": "queued", "k4": "done"}
-    events = await store.read_events(sid, limit=1000)
+    events = await store.events.read(sid, limit=1000)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert [e.type for e in events][-2:] == ["agent.finished", "status.changed"]
     assert events[-2].payload["terminationReason"] == "interrupted"
@@ -128,15 +128,15 @@ async def test_recovery_closes_the_cut_off_run(store: Store, streaming: bool) ->
 
     # Running recovery again changes nothing.
     assert list(await recover(store, journal)) == [sid]
-    assert len(await store.read_events(sid, limit=1000)) == len(events)
-    assert len(await store.transcript(sid)) == len(entries)
+    assert len(await store.events.read(sid, limit=1000)) == len(events)
+    assert len(await store.transcript.read(sid)) == len(entries)
     await journal.aclose()
 
 
 async def test_a_run_whose_end_was_recorded_is_only_closed(store: Store) -> None:
-    session = await store.create_session(agent_id="main", key="agent:main:main")
-    await store.create_run("R", session.id)
-    await store.record_input(
+    session = await store.tree.create_session(agent_id="main", key="agent:main:main")
+    await store.runs.create("R", session.id)
+    await store.inputs.record(
         "k1", session_id=session.id, payload=_user("x", "k1"), status="running", run_id="R"
     )
     events = [
@@ -149,28 +149,28 @@ async def test_a_run_whose_end_was_recorded_is_only_closed(store: Store) -> None
     journal = Journal(store, Recorder())
     await journal.start()
     assert await recover(store, journal) == {}
-    run = await store.get_run("R")
+    run = await store.runs.get("R")
     assert run is not None and (run.status, run.termination_reason) == ("done", "no_tool_calls")
     assert await _status(store, "k1") == "done"
-    assert len(await store.read_events(session.id)) == 3
-    assert await store.transcript(session.id) == []
+    assert len(await store.events.read(session.id)) == 3
+    assert await store.transcript.read(session.id) == []
     await journal.aclose()
 
 
 async def test_sessions_left_running_without_a_run_become_interrupted(store: Store) -> None:
-    stale = await store.create_session(agent_id="main", key="agent:main:stale")
+    stale = await store.tree.create_session(agent_id="main", key="agent:main:stale")
     await store.commit_batch(
         [(stale.id, [], [NewEvent(1, "status.changed", {"status": "running"})], {"status": "running"})]
     )
-    fresh = await store.create_session(agent_id="main", key="agent:main:fresh")
-    await store.create_run("R2", fresh.id)  # created, the session never marked running
+    fresh = await store.tree.create_session(agent_id="main", key="agent:main:fresh")
+    await store.runs.create("R2", fresh.id)  # created, the session never marked running
     journal = Journal(store, Recorder())
     await journal.start()
     await recover(store, journal)
     for sid in (stale.id, fresh.id):
-        record = await store.get_session(sid)
+        record = await store.tree.get_session(sid)
         assert record is not None and record.status == "interrupted"
-        events = await store.read_events(sid)
+        events = await store.events.read(sid)
         assert [e.seq for e in events] == list(range(1, len(events) + 1))
         assert events[-1].type == "status.changed" and events[-1].payload["status"] == "interrupted"
     await journal.aclose()
@@ -189,7 +189,7 @@ async def test_the_manager_runs_inputs_that_never_started(store_url: str, harnes
     ]
     assert (await h.input("k1")).status == "interrupted"
     assert (await h.send(await h.manager.get(session_id=sid), "do it", "k1")).status == "aborted"
-    record = await h.store.get_session(sid)
+    record = await h.store.tree.get_session(sid)
     assert record is not None and record.status == "idle"
     events = await h.events(sid)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
@@ -268,8 +268,8 @@ class Gateways:
 
 async def _before_recovery(store: Store, sid: str) -> dict[str, Any]:
     """What the crash left: the open assistant message and its text, unanswered tool calls."""
-    run = await store.get_run("crash-main")
-    events = [e for e in await store.read_events(sid, limit=10_000) if e.run_id == "crash-main"]
+    run = await store.runs.get("crash-main")
+    events = [e for e in await store.events.read(sid, limit=10_000) if e.run_id == "crash-main"]
     open_id, text = None, ""
     for e in events:
         if e.type == "message.started" and e.payload.get("role") == "assistant":
@@ -282,7 +282,7 @@ async def _before_recovery(store: Store, sid: str) -> dict[str, Any]:
             text += e.payload["delta"]
         elif e.type == "message.completed" and e.payload["messageId"] == open_id:
             open_id, text = None, ""
-    messages = [e.payload for e in await store.transcript(sid) if e.kind == "message"]
+    messages = [e.payload for e in await store.transcript.read(sid) if e.kind == "message"]
     calls = [
         b["id"] for m in messages if m["role"] == "assistant" for b in m["content"] if b["type"] == "toolCall"
     ]
@@ -320,8 +320,8 @@ async def test_a_killed_gateway_recovers_its_sessions(tmp_path: Path) -> None:
 
 async def _recover_and_check(url: str, published: list[dict[str, Any]]) -> bool:
     async with Store.open(url) as store:
-        main = await store.get_session_by_key("agent:main:main")
-        other = await store.get_session_by_key("agent:main:other")
+        main = await store.tree.get_session_by_key("agent:main:main")
+        other = await store.tree.get_session_by_key("agent:main:other")
         assert main is not None and other is not None
         before = await _before_recovery(store, main.id)
         journal = Journal(store, Recorder())
@@ -363,13 +363,13 @@ async def _recover_and_check(url: str, published: list[dict[str, Any]]) -> bool:
 
 
 async def _check_closed_run(store: Store, sid: str, before: dict[str, Any]) -> None:
-    run = await store.get_run("crash-main")
+    run = await store.runs.get("crash-main")
     assert run is not None and run.status == "interrupted"
-    session = await store.get_session(sid)
+    session = await store.tree.get_session(sid)
     assert session is not None and session.status == "interrupted"
-    record = await store.get_input("crash-main")
+    record = await store.inputs.get("crash-main")
     assert record is not None and record.status == "interrupted"
-    messages = [e for e in await store.transcript(sid) if e.kind == "message"]
+    messages = [e for e in await store.transcript.read(sid) if e.kind == "message"]
     added = messages[before["entries"] :]
     results = [m.payload for m in added if m.payload["role"] == "toolResult"]
     assert sorted(r["toolCallId"] for r in results) == sorted(before["orphans"])

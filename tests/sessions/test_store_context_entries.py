@@ -1,4 +1,4 @@
-"""`Store.context_entries`: what a run's context is read from. It must give the same context as
+"""`Store.transcript.context_entries`: what a run's context is read from. It must give the same context as
 the whole transcript (branches and compactions included) while reading nothing from before the
 newest compaction, and its JSON-text payloads must parse to the same messages as decoded ones."""
 
@@ -64,11 +64,11 @@ class Built:
 
 
 async def _append(store: Store, session_id: str, *items: NewEntry) -> list[EntryRecord]:
-    return await store.append_entries(session_id, list(items))
+    return await store.transcript.append(session_id, list(items))
 
 
 async def _plain(store: Store) -> Built:
-    s = await store.create_session(agent_id="main")
+    s = await store.tree.create_session(agent_id="main")
     await _append(store, s.id, user("u1"), NewEntry(kind="label", payload={"label": "x"}), assistant("a1"))
     return Built(s.id, ["u1", "a1"])
 
@@ -76,7 +76,7 @@ async def _plain(store: Store) -> Built:
 async def _compacted_twice(store: Store) -> Built:
     # The second compaction keeps from an entry before the first one: the first compaction entry
     # lies inside the kept range and is skipped like any non-message entry.
-    s = await store.create_session(agent_id="main")
+    s = await store.tree.create_session(agent_id="main")
     _, a1, u2 = await _append(store, s.id, user("u1"), assistant("a1"), user("u2"))
     await _append(store, s.id, compaction("S1", a1.id), user("u3"), assistant("a3"))
     await _append(store, s.id, compaction("S2", u2.id), user("u4"))
@@ -84,7 +84,7 @@ async def _compacted_twice(store: Store) -> Built:
 
 
 async def _unknown_first_kept(store: Store) -> Built:
-    s = await store.create_session(agent_id="main")
+    s = await store.tree.create_session(agent_id="main")
     await _append(store, s.id, user("u1"), compaction("S", "no-such-entry"), user("u2"))
     await _append(store, s.id, compaction("S3", None), user("after"))
     return Built(s.id, ["summary:S3", "after"])
@@ -92,19 +92,19 @@ async def _unknown_first_kept(store: Store) -> Built:
 
 async def _branch_of_compacted_parent(store: Store) -> Built:
     # The parent's compaction before the branch point counts; its later one does not.
-    parent = await store.create_session(agent_id="main")
+    parent = await store.tree.create_session(agent_id="main")
     _, a1 = await _append(store, parent.id, user("u1"), assistant("a1"))
     _, _, a2 = await _append(store, parent.id, compaction("S", a1.id), user("u2"), assistant("a2"))
-    child = await store.branch(parent.id, at_entry_id=a2.id)
+    child = await store.tree.branch(parent.id, at_entry_id=a2.id)
     await _append(store, parent.id, user("later on the parent"), compaction("S-later", None))
     await _append(store, child.id, user("u3"))
     return Built(child.id, ["summary:S", "a1", "u2", "a2", "u3"])
 
 
 async def _child_compaction_keeping_parent_entries(store: Store) -> Built:
-    parent = await store.create_session(agent_id="main")
+    parent = await store.tree.create_session(agent_id="main")
     _, _, u2, a2 = await _append(store, parent.id, user("u1"), assistant("a1"), user("u2"), assistant("a2"))
-    child = await store.branch(parent.id, at_entry_id=a2.id)
+    child = await store.tree.branch(parent.id, at_entry_id=a2.id)
     await _append(store, child.id, user("u3"), assistant("a3"), compaction("S", u2.id), user("u4"))
     return Built(child.id, ["summary:S", "u2", "a2", "u3", "a3", "u4"])
 
@@ -112,21 +112,21 @@ async def _child_compaction_keeping_parent_entries(store: Store) -> Built:
 async def _child_compaction_keeping_an_entry_past_the_branch_point(store: Store) -> Built:
     # The first kept entry is the parent's, after the branch point: not in the child's transcript,
     # so only what follows the compaction is kept.
-    parent = await store.create_session(agent_id="main")
+    parent = await store.tree.create_session(agent_id="main")
     _, a1 = await _append(store, parent.id, user("u1"), assistant("a1"))
-    child = await store.branch(parent.id, at_entry_id=a1.id)
+    child = await store.tree.branch(parent.id, at_entry_id=a1.id)
     (beyond,) = await _append(store, parent.id, user("parent only"))
     await _append(store, child.id, user("u2"), compaction("S", beyond.id), user("u3"))
     return Built(child.id, ["summary:S", "u3"])
 
 
 async def _deep_chain(store: Store) -> Built:
-    session = await store.create_session(agent_id="main")
+    session = await store.tree.create_session(agent_id="main")
     expected = []
     for level in range(4):
         await _append(store, session.id, user(f"q{level}"), assistant(f"a{level}"))
         expected += [f"q{level}", f"a{level}"]
-        session = await store.branch(session.id)
+        session = await store.tree.branch(session.id)
     await _append(store, session.id, user("last"))
     return Built(session.id, [*expected, "last"])
 
@@ -147,15 +147,15 @@ SCENARIOS: dict[str, Callable[[Store], Awaitable[Built]]] = {
 @pytest.mark.parametrize("name", list(SCENARIOS))
 async def test_the_context_read_gives_the_context_of_the_whole_transcript(store: Store, name: str) -> None:
     built = await SCENARIOS[name](store)
-    from_context = build_context(await store.context_entries(built.session_id))
+    from_context = build_context(await store.transcript.context_entries(built.session_id))
     assert texts(from_context) == built.expected
-    assert from_context == build_context(await store.transcript(built.session_id))
+    assert from_context == build_context(await store.transcript.read(built.session_id))
 
 
 async def _compacted_session(store: Store, history: int) -> str:
     """`history` old messages, then a kept question and answer, a compaction keeping them, and a
     newer question."""
-    session = await store.create_session(agent_id="main")
+    session = await store.tree.create_session(agent_id="main")
     old = [user(f"old {i}") if i % 2 == 0 else assistant(f"old {i}") for i in range(history)]
     for start in range(0, len(old), 200):
         await _append(store, session.id, *old[start : start + 200])
@@ -168,8 +168,8 @@ async def test_the_entries_read_do_not_grow_with_the_history_before_the_newest_c
     store: Store,
 ) -> None:
     short, long = await _compacted_session(store, 10), await _compacted_session(store, 1_000)
-    short_entries = await store.context_entries(short)
-    long_entries = await store.context_entries(long)
+    short_entries = await store.transcript.context_entries(short)
+    long_entries = await store.transcript.context_entries(long)
     assert [e.kind for e in long_entries] == ["message", "message", "compaction", "message"]
     assert len(short_entries) == len(long_entries)
     assert texts(build_context(long_entries)) == [
@@ -178,12 +178,12 @@ async def test_the_entries_read_do_not_grow_with_the_history_before_the_newest_c
         "kept answer",
         "new question",
     ]
-    assert len(await store.transcript(long)) == 1_004
+    assert len(await store.transcript.read(long)) == 1_004
 
 
 async def test_context_entries_of_an_unknown_session_raise_not_found(store: Store) -> None:
     with pytest.raises(NotFound):
-        await store.context_entries("no-such-session")
+        await store.transcript.context_entries("no-such-session")
 
 
 def _varied_messages() -> list[AgentMessage]:

@@ -78,6 +78,8 @@ class LLMServer:
         self.requests: list[RecordedRequest] = []
         self.request_times: list[float] = []
         self.disconnects = 0
+        self.disconnected = asyncio.Event()
+        """Set when a client goes away from a stalled response (`disconnects` counts them)."""
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         self._port = 0
@@ -171,6 +173,7 @@ class LLMServer:
             while await reader.read(1024):
                 pass
             self.disconnects += 1
+            self.disconnected.set()
             return False
         if reply.ending == "reset":
             sock = writer.get_extra_info("socket")

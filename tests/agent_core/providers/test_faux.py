@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from agent_core.abort import AbortController
+from agent_core import Agent, AgentEvent
+from agent_core.abort import AbortController, AbortSignal
+from agent_core.event_stream import AssistantMessageEventStream
 from agent_core.events import AssistantMessageEvent, ToolCallDeltaEvent
 from agent_core.llm import Context, Model, StreamOptions, Tool
 from agent_core.messages import AssistantMessage, TextContent, ToolResultMessage, UserMessage
@@ -24,7 +26,9 @@ from agent_core.providers import (
     register_faux_provider,
     stream_simple,
 )
-from agent_core.providers.faux import pace_ms, serialize_context, split_words
+from agent_core.providers._common import running_producers
+from agent_core.providers.faux import serialize_context
+from agent_core.providers.faux_echo import pace_ms, split_words
 from tests.agent_core.providers.helpers import collect, compact, load_trace
 
 
@@ -118,6 +122,76 @@ async def test_tool_arguments_stay_empty_until_toolcall_end(faux: FauxProvider) 
     end = events[-2]
     assert end.type == "toolcall_end" and end.tool_call.arguments == {"value": "hello"}  # type: ignore[union-attr]
     assert reply.content[0].id.startswith("tool:")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("token_size", "expected"),
+    [
+        ((1, 1), (1, 1)),
+        ({"min": 1, "max": 1}, (1, 1)),  # pi's form
+        ({"min": 2, "max": 6}, (2, 6)),
+        ({"max": 2}, (2, 2)),  # pi's defaults (min 3, max 5) fill a missing key
+        ({}, (3, 5)),
+        ([4, 2], (2, 2)),
+        ((0, 0), (1, 1)),
+    ],
+)
+async def test_token_size_takes_a_pair_or_pis_min_max_mapping(
+    token_size: Any, expected: tuple[int, int]
+) -> None:
+    handle = register_faux_provider(token_size=token_size)
+    try:
+        assert handle.token_size == expected
+        handle.set_responses([faux_assistant_message("abcdefghij")])
+        model = handle.get_model()
+        assert model is not None
+        events, _ = await collect(stream_simple(model, Context(messages=[UserMessage(content="x")])))
+        low, high = expected
+        sizes = [len(e.delta) for e in events if e.type == "text_delta"]  # type: ignore[union-attr]
+        assert sum(sizes) == 10
+        assert all(low * 4 <= size <= high * 4 for size in sizes[:-1])
+    finally:
+        handle.unregister()
+
+
+@pytest.mark.parametrize(
+    "token_size", [{"minimum": 1}, {"min": "1", "max": 2}, (1,), (1, 2, 3), 4, "1,1", (1.5, 2), (True, 2)]
+)
+def test_token_size_of_another_form_is_a_type_error_naming_the_expected_form(token_size: Any) -> None:
+    with pytest.raises(TypeError, match=r'token_size must be \(min, max\) or \{"min": int, "max": int\}'):
+        register_faux_provider(token_size=token_size)
+
+
+async def test_an_agent_listener_raising_mid_stream_stops_the_faux_stream(faux: FauxProvider) -> None:
+    faux.set_responses([faux_assistant_message("x" * 400)])  # 100 deltas, one loop tick apart
+    streams: list[AssistantMessageEventStream] = []
+
+    def stream_fn(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+        streams.append(faux.stream(model, context, options))
+        return streams[-1]
+
+    def listener(event: AgentEvent, signal: AbortSignal) -> None:
+        if event.type == "message_update":
+            raise RuntimeError("listener broke")
+
+    agent = Agent(initial_state={"model": faux.model}, stream_fn=stream_fn)
+    agent.subscribe(listener)
+    await agent.prompt("hi")
+    assert not streams[0].producing
+    assert running_producers() == 0
+    final = await streams[0].result()
+    assert (final.stop_reason, final.error_message) == ("aborted", "Request was aborted")
+    last = agent.state.messages[-1]
+    assert (last.role, last.error_message) == ("assistant", "listener broke")  # type: ignore[union-attr]
+
+
+async def test_a_stream_closed_before_its_producer_ran_ends_with_an_aborted_event() -> None:
+    stream = stream_simple(_echo_model(), Context(messages=[UserMessage(content="hi")]))
+    await stream.aclose()
+    events, final = await collect(stream)  # an error event, as from any stream function: no raise
+    assert compact(events) == ["error reason=aborted"]
+    assert (final.stop_reason, final.error_message) == ("aborted", "Request was aborted")
+    assert not stream.producing
 
 
 async def test_callable_steps_see_context_state_and_model(faux: FauxProvider) -> None:

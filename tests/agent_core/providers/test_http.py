@@ -9,10 +9,13 @@ import time
 
 import pytest
 
+from agent_core import AgentContext, AgentEvent, AgentLoopConfig, AgentOptions, run_agent_loop
 from agent_core.abort import AbortController
-from agent_core.llm import StreamOptions
-from agent_core.messages import TextContent
+from agent_core.event_stream import AssistantMessageEventStream
+from agent_core.llm import Context, Model, StreamOptions
+from agent_core.messages import TextContent, UserMessage
 from agent_core.providers import stream_simple
+from agent_core.providers._common import running_producers
 from agent_core.providers._http import backoff_delay_ms, server_retry_delay_ms
 from tests.agent_core.providers.helpers import anthropic_model, collect, compact, openai_model, trace_context
 from tests.agent_core.providers.llm_server import LLMServer, Reply, sse, status
@@ -248,3 +251,63 @@ def test_backoff_grows_and_is_capped() -> None:
     assert 375 <= backoff_delay_ms(0) <= 500
     assert 750 <= backoff_delay_ms(1) <= 1000
     assert 6000 <= backoff_delay_ms(10) <= 8000
+
+
+# --- the consumer stops ---------------------------------------------------------------------------
+
+
+async def _closed_by_client(server: LLMServer) -> None:
+    async with asyncio.timeout(5):
+        await server.disconnected.wait()
+    assert server.disconnects == 1
+
+
+async def test_a_loop_sink_raising_mid_stream_closes_the_response(llm_server: LLMServer) -> None:
+    llm_server.script(sse(chunk("one "), ending="stall"))
+    streams: list[AssistantMessageEventStream] = []
+
+    def stream_fn(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+        streams.append(stream_simple(model, context, options))
+        return streams[-1]
+
+    def sink(event: AgentEvent) -> None:
+        if event.type == "message_update":
+            raise RuntimeError("sink broke")
+
+    config = AgentLoopConfig(
+        model=openai_model(llm_server.base_url), options=AgentOptions(stream=StreamOptions(api_key="k"))
+    )
+    with pytest.raises(RuntimeError, match="sink broke"):
+        await run_agent_loop([UserMessage(content="hi")], AgentContext(), config, sink, None, stream_fn)
+    assert not streams[0].producing
+    assert running_producers() == 0
+    await _closed_by_client(llm_server)
+
+
+async def test_a_consumer_raising_inside_async_with_closes_the_response(llm_server: LLMServer) -> None:
+    llm_server.script(sse(chunk("one "), ending="stall"))
+    stream = stream_simple(openai_model(llm_server.base_url), trace_context(), StreamOptions(api_key="k"))
+    with pytest.raises(RuntimeError, match="consumer broke"):
+        async with stream:
+            async for event in stream:
+                if event.type == "text_delta":
+                    raise RuntimeError("consumer broke")
+    assert not stream.producing
+    await _closed_by_client(llm_server)
+    final = await stream.result()
+    assert (final.stop_reason, final.error_message) == ("aborted", "Request was aborted")
+
+
+async def test_an_abandoned_iteration_closes_the_response(llm_server: LLMServer) -> None:
+    start = anthropic_event("message_start", message={"id": "m", "usage": {"input_tokens": 5}})
+    block = anthropic_event("content_block_start", index=0, content_block={"type": "text", "text": ""})
+    delta = anthropic_event("content_block_delta", index=0, delta={"type": "text_delta", "text": "par"})
+    llm_server.script(sse(start, block, delta, ending="stall"))
+    stream = stream_simple(anthropic_model(llm_server.base_url), trace_context(), StreamOptions(api_key="k"))
+    async for event in stream:
+        if event.type == "text_delta":
+            break  # no aclose(): the event loop finalises the iterator
+    await _closed_by_client(llm_server)
+    final = await stream.result()  # also waits for the producer task to finish
+    assert (final.stop_reason, final.error_message) == ("aborted", "Request was aborted")
+    assert not stream.producing

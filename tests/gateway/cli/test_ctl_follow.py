@@ -86,3 +86,30 @@ def test_a_merged_input_is_found_by_its_merged_keys() -> None:
     )
     outcome = follower.outcome()
     assert outcome["status"] == "error" and outcome["errorMessage"] == "x"
+
+
+def test_the_status_follows_the_termination_reason_as_the_gateway_reports_it() -> None:
+    # The same outcome `agent.wait` answers: time limits and a crash count as aborted, not errors.
+    expected = {
+        "max_duration": "aborted",
+        "idle_timeout": "aborted",
+        "gateway_shutdown": "aborted",
+        "interrupted": "aborted",
+        "error": "error",
+        "something-new": "error",
+    }
+    for reason, status in expected.items():
+        follower = RunFollower("k4")
+        follower.mine("session.agent.finished", {"runId": "k4", "terminationReason": reason})
+        assert follower.outcome()["status"] == status, reason
+
+
+def test_caught_up_once_every_event_to_a_seq_was_shown() -> None:
+    cursor = ResumeCursor()
+    assert not cursor.caught_up(0)  # nothing known before the first subscribe answer
+    cursor.subscribed({"sessionId": "s1", "lastSeq": 4})
+    assert cursor.caught_up(4) and not cursor.caught_up(6)
+    cursor.verdict(native(5))
+    assert not cursor.caught_up(6)
+    cursor.verdict(native(6))
+    assert cursor.caught_up(6)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.protocol.events import EventData, SessionEvent
+from sessions import EventPayload, SessionEvent
 
 SESSION_ID = "add7eb98-277b-496a-8785-256b683221f4"
 
@@ -15,14 +15,8 @@ class Session:
         self.run_id = run_id
         self.seq = 0
 
-    def event(self, data: EventData, ts: int = 1000) -> SessionEvent:
+    def event(self, data: EventPayload, ts: int = 1000) -> SessionEvent:
         self.seq += 1
         return SessionEvent(
-            session_id=SESSION_ID,
-            session_key=self.key,
-            session_seq=self.seq,
-            ts=ts,
-            data=data,
-            run_id=self.run_id,
-            agent_id="main",
+            session_id=SESSION_ID, seq=self.seq, data=data, run_id=self.run_id, session_key=self.key, ts=ts
         )

@@ -11,14 +11,14 @@ from gateway.protocol.compat import (
     render_session_message,
     render_sessions_changed,
 )
-from gateway.protocol.events import (
+from sessions import (
     AgentFinished,
     AgentStarted,
-    EventData,
+    ErrorReported,
+    EventPayload,
     MessageCompleted,
     MessageDelta,
     MessageStarted,
-    SessionError,
     StatusChanged,
     ToolFinished,
     ToolStarted,
@@ -26,6 +26,8 @@ from gateway.protocol.events import (
     TurnFinished,
     TurnStarted,
 )
+from sessions.schema import SessionStatus
+from sessions.termination import TerminationReason
 from tests.gateway.protocol._captures import example, records
 from tests.gateway.protocol._session import Session
 
@@ -39,17 +41,21 @@ def test_a_short_run_renders_exactly_the_frames_the_cli_accepted() -> None:
     run = RunStream(run_id=first["runId"], session_key=first["sessionKey"], agent_id="main")
     session = Session(key=first["sessionKey"], run_id=first["runId"])
     out: list[tuple[str, dict[str, Any]]] = []
-    steps: list[EventData] = [
+    steps: list[EventPayload] = [
         AgentStarted(),
-        TurnStarted(),
-        MessageStarted(message_id="m1"),
-        MessageDelta(message_id="m1", content_index=0, delta_kind="text", delta="pong", text="pong"),
+        TurnStarted(turn_index=0),
+        MessageStarted(message_id="m1", role="assistant"),
+        MessageDelta(message_id="m1", content_index=0, kind="text", delta="pong"),
         MessageCompleted(
             message_id="m1", message={"role": "assistant", "content": [{"type": "text", "text": "pong"}]}
         ),
-        TurnFinished(has_tool_calls=False),
+        TurnFinished(turn_index=0, has_tool_calls=False),
         AgentFinished(
-            termination_reason="completed", total_turns=1, total_tokens=3, duration_ms=0, stop_reason="stop"
+            termination_reason=TerminationReason.NO_TOOL_CALLS,
+            total_turns=1,
+            total_tokens=3,
+            duration_ms=0,
+            stop_reason="stop",
         ),
     ]
     for data in steps:
@@ -84,7 +90,7 @@ def test_a_failed_run_matches_the_real_gateways_error_frames() -> None:
     finished = render_compat(
         session.event(
             AgentFinished(
-                termination_reason="error",
+                termination_reason=TerminationReason.ERROR,
                 total_turns=0,
                 total_tokens=0,
                 duration_ms=388,
@@ -105,12 +111,12 @@ def test_deltas_are_droppable_and_cumulative() -> None:
     run = RunStream(run_id="r", session_key="k")
     session = Session(key="k", run_id="r")
     render_compat(session.event(AgentStarted()), run)
-    render_compat(session.event(MessageStarted(message_id="m")), run)
+    render_compat(session.event(MessageStarted(message_id="m", role="assistant")), run)
     first = render_compat(
-        session.event(MessageDelta(message_id="m", content_index=0, delta_kind="text", delta="Hel")), run
+        session.event(MessageDelta(message_id="m", content_index=0, kind="text", delta="Hel")), run
     )
     second = render_compat(
-        session.event(MessageDelta(message_id="m", content_index=0, delta_kind="text", delta="lo")), run
+        session.event(MessageDelta(message_id="m", content_index=0, kind="text", delta="lo")), run
     )
     assert first is not None and second is not None and second.agent is not None and second.chat is not None
     assert second.droppable
@@ -123,15 +129,15 @@ def test_deltas_are_droppable_and_cumulative() -> None:
 def test_thinking_toolcall_deltas_and_bookkeeping_events_render_nothing_and_consume_no_seq() -> None:
     run = RunStream(run_id="r", session_key="k")
     session = Session(key="k", run_id="r")
-    quiet: list[EventData] = [
-        TurnStarted(),
+    quiet: list[EventPayload] = [
+        TurnStarted(turn_index=0),
         MessageStarted(message_id="m", role="user"),
-        MessageDelta(message_id="m", content_index=0, delta_kind="thinking", delta="..."),
-        MessageDelta(message_id="m", content_index=1, delta_kind="toolcall", delta="{"),
+        MessageDelta(message_id="m", content_index=0, kind="thinking", delta="..."),
+        MessageDelta(message_id="m", content_index=1, kind="toolcall", delta="{"),
         MessageCompleted(message_id="u", message={"role": "user", "content": "hi"}),
-        TurnFinished(has_tool_calls=False),
-        SessionError(code="x", message="y", recoverable=True),
-        StatusChanged(status="running"),
+        TurnFinished(turn_index=0, has_tool_calls=False),
+        ErrorReported(code="x", message="y", recoverable=True),
+        StatusChanged(SessionStatus.RUNNING),
     ]
     for data in quiet:
         assert render_compat(session.event(data), run) is None
@@ -144,7 +150,9 @@ def test_tool_events_go_on_the_tool_stream() -> None:
     started = render_compat(
         session.event(ToolStarted(tool_call_id="t1", tool_name="bash", args={"command": "ls"})), run
     )
-    updated = render_compat(session.event(ToolUpdated(tool_call_id="t1", tool_name="bash", partial="a")), run)
+    updated = render_compat(
+        session.event(ToolUpdated(tool_call_id="t1", tool_name="bash", partial_result="a")), run
+    )
     finished = render_compat(
         session.event(
             ToolFinished(tool_call_id="t1", tool_name="bash", result="a\n", is_error=False, duration_ms=5)
@@ -198,7 +206,7 @@ def test_final_carries_the_last_assistant_text_usage_and_stop_reason() -> None:
     final = render_compat(
         session.event(
             AgentFinished(
-                termination_reason="completed",
+                termination_reason=TerminationReason.NO_TOOL_CALLS,
                 total_turns=1,
                 total_tokens=12,
                 duration_ms=5,
@@ -228,12 +236,16 @@ def test_aborted_runs(reason: str) -> None:
     session = Session(key="k", run_id="r")
     render_compat(session.event(AgentStarted()), run)
     render_compat(
-        session.event(MessageDelta(message_id="m", content_index=0, delta_kind="text", delta="partial")), run
+        session.event(MessageDelta(message_id="m", content_index=0, kind="text", delta="partial")), run
     )
     out = render_compat(
         session.event(
             AgentFinished(
-                termination_reason=reason, total_turns=1, total_tokens=0, duration_ms=1, stop_reason="aborted"
+                termination_reason=TerminationReason(reason),
+                total_turns=1,
+                total_tokens=0,
+                duration_ms=1,
+                stop_reason="aborted",
             )
         ),
         run,
@@ -316,3 +328,27 @@ def test_sessions_changed_reason_and_run_phase_variants() -> None:
         session_key="k", agent_id="main", ts=6, session_row=None, phase="model", run_id="r1"
     )
     assert phase == {"sessionKey": "k", "agentId": "main", "phase": "model", "runId": "r1", "ts": 6}
+
+
+@pytest.mark.parametrize("reason", ["max_duration", "idle_timeout"])
+def test_runs_stopped_by_a_time_limit_end_as_aborted(reason: str) -> None:
+    # Even when the cut-off reply ended in an error, as `agent.wait` reports the run.
+    run = RunStream(run_id="r", session_key="k")
+    session = Session(key="k", run_id="r")
+    render_compat(session.event(AgentStarted()), run)
+    out = render_compat(
+        session.event(
+            AgentFinished(
+                termination_reason=TerminationReason(reason),
+                total_turns=1,
+                total_tokens=0,
+                duration_ms=1,
+                stop_reason="error",
+                error_message="The run was stopped.",
+            )
+        ),
+        run,
+    )
+    assert out is not None and out.chat is not None and out.agent is not None
+    assert out.chat["state"] == "aborted" and out.chat["errorMessage"] == "The run was stopped."
+    assert out.agent["data"]["phase"] == "end" and out.agent["data"]["aborted"] is True

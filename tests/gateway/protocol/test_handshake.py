@@ -5,6 +5,7 @@ import copy
 import hashlib
 import json
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from gateway.protocol.handshake import (
     ConnectRejected,
     build_hello_ok,
     make_challenge,
-    rate_limited_rejection,
+    presented_token,
     unavailable_rejection,
     validate_connect,
 )
@@ -219,12 +220,24 @@ def test_no_auth_configured_accepts_anyone() -> None:
     assert ok.auth_method == "none"
 
 
-def test_rate_limited_rejection() -> None:
-    result = rate_limited_rejection(2.5)
-    assert result.error.details["code"] == "AUTH_RATE_LIMITED"
-    assert result.error.retryable is True
-    assert result.error.retry_after_ms == 2500
-    assert result.close_code == CloseCode.POLICY_VIOLATION
+@dataclass(frozen=True)
+class Grant:
+    name: str
+    grants: frozenset[str]
+
+
+def test_a_named_token_grants_only_the_requested_scopes_it_holds() -> None:
+    everything = ["operator.read", "operator.write", "operator.admin"]
+    params = cli_params(auth={"token": "gwt_named"}, scopes=everything)
+    assert presented_token(params) == "gwt_named"
+    read_only = Grant("viewer", frozenset({"operator.read"}))
+    ok = accepted(validate_connect(params, nonce=NONCE, auth=AUTH, named=read_only))
+    assert ok.scopes == ("operator.read",) and ok.credential == "viewer" and ok.auth_method == "token"
+    # Without the named token the same secret is simply wrong.
+    assert rejected(validate_connect(params, nonce=NONCE, auth=AUTH)).auth_failure
+    # The root token stays admin whatever else is passed.
+    root = accepted(validate_connect(cli_params(scopes=everything), nonce=NONCE, auth=AUTH, named=read_only))
+    assert root.scopes == tuple(everything) and root.credential is None
 
 
 # --- params and role ---------------------------------------------------------------------------

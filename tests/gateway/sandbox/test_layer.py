@@ -10,18 +10,18 @@ import pytest
 from agent_core.agent_types import AgentTool, AgentToolResult
 from agent_core.errors import ToolError
 from agent_core.messages import TextContent
-from agent_core.tools import LocalRunner, create_coding_tools
+from agent_core.tools import create_coding_tools
 from gateway.sandbox import (
     BwrapRunner,
     CommandRefusedError,
-    ConfinedRunner,
+    HostRunner,
     PathOutsideWorkspaceError,
     RiskTier,
+    SandboxMachine,
     SandboxSettings,
     SandboxUnavailableError,
-    bwrap_available,
+    UidRunner,
     sandbox_layer,
-    select_runner,
 )
 
 # One refused example per danger class, each prefixed with a harmless command that would leave
@@ -52,11 +52,28 @@ def text_of(result: AgentToolResult) -> str:
     return "".join(block.text for block in result.content if isinstance(block, TextContent))
 
 
+def machine_for(workspace: Path, *, bwrap: bool = True, uid: bool = True) -> SandboxMachine:
+    """A machine whose state directory sits next to the workspace; `bwrap=False` points it at a
+    bubblewrap that does not exist, `uid=False` disables the uid runner."""
+    return SandboxMachine(
+        home=workspace.parent / "home",
+        bwrap="bwrap" if bwrap else "/nonexistent/bwrap",
+        uid_count=4096 if uid else 0,
+    )
+
+
 def tools_for(
-    workspace: Path, audit: Audit, *, mode: str = "confined", probe: bool = False, **settings: Any
+    workspace: Path,
+    audit: Audit,
+    *,
+    mode: str = "auto",
+    bwrap: bool = True,
+    uid: bool = True,
+    **settings: Any,
 ) -> dict[str, AgentTool]:
     sandbox = SandboxSettings(workspace=workspace, mode=mode, **settings)  # type: ignore[arg-type]
-    wrapped = sandbox_layer(create_coding_tools(workspace), sandbox, audit, bwrap_probe=lambda: probe)
+    machine = machine_for(workspace, bwrap=bwrap, uid=uid)
+    wrapped = sandbox_layer(create_coding_tools(workspace), sandbox, audit, machine=machine)
     return {tool.name: tool for tool in wrapped}
 
 
@@ -205,7 +222,8 @@ def test_wrapping_preserves_the_tool_descriptions(workspace: Path) -> None:
         dataclasses.replace(tool, metadata={"scope": "operator.write", "origin": tool.name})
         for tool in create_coding_tools(workspace)
     ]
-    wrapped = sandbox_layer([*originals, extra], SandboxSettings(workspace=workspace), Audit())
+    settings = SandboxSettings(workspace=workspace)
+    wrapped = sandbox_layer([*originals, extra], settings, Audit(), machine=machine_for(workspace))
     for before, after in zip([*originals, extra], wrapped, strict=True):
         assert after.name == before.name
         assert after.label == before.label
@@ -220,24 +238,46 @@ def test_wrapping_preserves_the_tool_descriptions(workspace: Path) -> None:
     )
 
 
-def test_runner_selection(workspace: Path) -> None:
-    def settings(mode: str) -> SandboxSettings:
-        return SandboxSettings(workspace=workspace, mode=mode)  # type: ignore[arg-type]
+def test_runner_choice_prefers_bubblewrap_then_the_uid_runner_then_refuses(workspace: Path) -> None:
+    def runner(machine: SandboxMachine, mode: str) -> object:
+        return machine.runner(SandboxSettings(workspace=workspace, mode=mode))  # type: ignore[arg-type]
 
-    assert isinstance(select_runner(settings("off"), lambda: True), LocalRunner)
-    assert type(select_runner(settings("confined"), lambda: True)) is ConfinedRunner
-    assert type(select_runner(settings("auto"), lambda: False)) is ConfinedRunner
-    assert isinstance(select_runner(settings("auto"), lambda: True), BwrapRunner)
-    assert isinstance(select_runner(settings("bwrap"), lambda: True), BwrapRunner)
-    assert select_runner(settings("bwrap"), lambda: False) is None
+    working = machine_for(workspace)
+    assert isinstance(runner(working, "auto"), BwrapRunner)
+    assert isinstance(runner(working, "bwrap"), BwrapRunner)
+    assert isinstance(runner(working, "unsafe-host"), HostRunner)
+    no_bwrap = machine_for(workspace, bwrap=False)
+    assert isinstance(runner(no_bwrap, "auto"), UidRunner)  # the tests run as root
+    with pytest.raises(SandboxUnavailableError, match=r"bubblewrap .* is not installed"):
+        runner(no_bwrap, "bwrap")
+    nothing = machine_for(workspace, bwrap=False, uid=False)
+    with pytest.raises(SandboxUnavailableError, match="no sandbox can confine commands here") as caught:
+        runner(nothing, "auto")
+    assert "unsafe-host" in str(caught.value) and "uid_count = 0" in str(caught.value)
+    assert nothing.status("auto") | {"limits": None, "cgroups": None} == {
+        "mode": "auto",
+        "runner": "none",
+        "confined": False,
+        "reason": nothing.choose("auto").reason,
+        "limits": None,
+        "cgroups": None,
+    }
     with pytest.raises(ValueError, match="sandbox mode must be one of"):
-        settings("docker")
+        SandboxSettings(workspace=workspace, mode="docker")  # type: ignore[arg-type]
 
 
-def test_settings_accept_config_spellings(tmp_path: Path) -> None:
-    settings = SandboxSettings(workspace=tmp_path, mode="subprocess", deny_threshold="critical")
-    assert settings.mode == "confined"
+def test_a_workspace_holding_the_state_directory_is_refused(tmp_path: Path) -> None:
+    machine = SandboxMachine(home=tmp_path / "home")
+    with pytest.raises(SandboxUnavailableError, match="contains the gateway's state directory"):
+        machine.runner(SandboxSettings(workspace=tmp_path))
+
+
+def test_settings_refuse_retired_modes_and_normalise_thresholds(tmp_path: Path) -> None:
+    settings = SandboxSettings(workspace=tmp_path, deny_threshold="critical")
     assert settings.deny_threshold is RiskTier.CRITICAL and settings.threshold is RiskTier.CRITICAL
+    for retired in ("subprocess", "confined", "off"):
+        with pytest.raises(ValueError, match=r"no longer exists .*unsafe-host"):
+            SandboxSettings(workspace=tmp_path, mode=retired)  # type: ignore[arg-type]
     assert SandboxSettings(workspace=tmp_path, deny_threshold=None).threshold is None
     with pytest.raises(ValueError, match="deny_threshold: unknown risk tier 'severe'"):
         SandboxSettings(workspace=tmp_path, deny_threshold="severe")  # type: ignore[arg-type]
@@ -249,35 +289,37 @@ def test_settings_accept_config_spellings(tmp_path: Path) -> None:
 
 async def test_a_missing_workspace_is_created(tmp_path: Path) -> None:
     workspace = tmp_path / "new" / "ws"
-    tools = {
-        tool.name: tool
-        for tool in sandbox_layer(
-            create_coding_tools(workspace), SandboxSettings(workspace=workspace, mode="confined"), Audit()
-        )
-    }
+    tools = tools_for(workspace, Audit())
     assert workspace.is_dir()
     assert text_of(await call(tools["bash"], {"command": "pwd"})) == str(workspace.resolve())
 
 
-async def test_bwrap_mode_without_bwrap_refuses_to_run(workspace: Path) -> None:
+async def test_auto_without_a_confining_runner_refuses_and_says_why(workspace: Path) -> None:
     audit = Audit()
-    bash = tools_for(workspace, audit, mode="bwrap", probe=False)["bash"]
-    with pytest.raises(SandboxUnavailableError, match="bubblewrap cannot run on this machine"):
+    bash = tools_for(workspace, audit, bwrap=False, uid=False)["bash"]
+    with pytest.raises(SandboxUnavailableError, match="bash is unavailable: no sandbox can confine"):
         await call(bash, {"command": "touch ran.marker"})
     assert not (workspace / "ran.marker").exists()
-    assert audit.records == [{"event": "sandbox.unavailable", "tool": "bash", "tool_call_id": "call-7"}]
+    [record] = audit.records
+    assert record["event"] == "sandbox.unavailable" and record["mode"] == "auto"
+    assert "bubblewrap (/nonexistent/bwrap) is not installed" in record["reason"]
 
 
-async def test_off_mode_still_mediates(workspace: Path) -> None:
-    bash = tools_for(workspace, Audit(), mode="off")["bash"]
+async def test_unsafe_host_still_mediates(workspace: Path) -> None:
+    bash = tools_for(workspace, Audit(), mode="unsafe-host")["bash"]
     assert text_of(await call(bash, {"command": "pwd"})) == str(workspace.resolve())
     with pytest.raises(CommandRefusedError):
         await call(bash, {"command": "rm -rf /"})
 
 
-@pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is missing or cannot run here")
-async def test_bwrap_mode_runs_bash_in_the_sandbox(workspace: Path, outside: Path) -> None:
-    bash = tools_for(workspace, Audit(), mode="bwrap", probe=True)["bash"]
-    result = await call(bash, {"command": f"echo ok > made.txt; cat {outside}/secret.txt || echo hidden"})
+@pytest.mark.parametrize("bwrap", [True, False], ids=["bwrap", "uid"])
+async def test_confined_bash_writes_the_workspace_and_cannot_read_outside(
+    workspace: Path, outside: Path, bwrap: bool
+) -> None:
+    tools = tools_for(workspace, Audit(), bwrap=bwrap)
+    await call(tools["write"], {"path": "by-tool.txt", "content": "tool\n"})
+    command = f"echo ok > made.txt; echo more >> by-tool.txt; cat {outside}/secret.txt || echo hidden"
+    result = await call(tools["bash"], {"command": command})
     assert "hidden" in text_of(result) and "TOP SECRET" not in text_of(result)
     assert (workspace / "made.txt").read_text() == "ok\n"
+    assert (workspace / "by-tool.txt").read_text() == "tool\nmore\n"

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -13,20 +14,27 @@ import pytest
 from agent_core.abort import AbortController
 from agent_core.tools import CommandResult
 from gateway.sandbox import (
-    BwrapRunner,
-    ConfinedRunner,
     PathOutsideWorkspaceError,
-    SandboxUnavailableError,
-    bwrap_available,
+    ResourceLimits,
+    SandboxMachine,
+    SandboxRunner,
+    SandboxSettings,
     is_secret_name,
     scrub_env,
 )
-from gateway.sandbox import runners as runners_module
+from gateway.sandbox.runners import bwrap_argv
 
-needs_bwrap = pytest.mark.skipif(not bwrap_available(), reason="bubblewrap is missing or cannot run here")
+MACHINE = SandboxMachine(home=Path("/nonexistent-gateway-home"))
+needs_bwrap = pytest.mark.skipif(not MACHINE.probe("bwrap").ok, reason="bubblewrap cannot run here")
+needs_uid = pytest.mark.skipif(not MACHINE.probe("uid").ok, reason="the uid runner needs root")
+CONFINED = [pytest.param("bwrap", marks=needs_bwrap), pytest.param("uid", marks=needs_uid)]
 
 
-async def run(runner: ConfinedRunner, command: str, cwd: Path, **kwargs: object) -> CommandResult:
+def runner_for(workspace: Path, mode: str, **settings: Any) -> SandboxRunner:
+    return MACHINE.runner(SandboxSettings(workspace=workspace, mode=mode, **settings))  # type: ignore[arg-type]
+
+
+async def run(runner: SandboxRunner, command: str, cwd: Path, **kwargs: object) -> CommandResult:
     return await runner.run(
         command,
         cwd=cwd,
@@ -85,56 +93,73 @@ def test_scrub_env_keeps_only_the_basics_and_what_is_allowed(tmp_path: Path) -> 
     assert scrub_env(tmp_path, ["EDITOR"], source=source, extra={"EDITOR": "nano"})["EDITOR"] == "nano"
 
 
-async def test_confined_runner_does_not_leak_secrets(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("mode", [*CONFINED, "unsafe-host"])
+async def test_runners_do_not_leak_secrets(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
     monkeypatch.setenv("SOME_SERVICE_TOKEN", "tok-should-not-leak")
     monkeypatch.setenv("PROJECT_FLAG", "visible")
-    runner = ConfinedRunner(workspace, allowed_env=["PROJECT_FLAG"])
+    runner = runner_for(workspace, mode, allowed_env=("PROJECT_FLAG",))
     result = await run(runner, "env; pwd", workspace)
-    assert result.exit_code == 0
+    assert result.exit_code == 0, result
     assert "should-not-leak" not in result.output
     assert "OPENAI_API_KEY" not in result.output
     assert "PROJECT_FLAG=visible" in result.output
     assert f"HOME={workspace.resolve()}" in result.output
-    assert result.output.rstrip().endswith(str(workspace.resolve()))
 
 
-async def test_confined_runner_refuses_a_working_directory_outside(workspace: Path, outside: Path) -> None:
+async def test_runners_refuse_a_working_directory_outside(workspace: Path, outside: Path) -> None:
     with pytest.raises(PathOutsideWorkspaceError):
-        await run(ConfinedRunner(workspace), "pwd", outside)
+        await run(runner_for(workspace, "unsafe-host"), "pwd", outside)
 
 
-async def test_confined_runner_kills_what_the_command_left_behind(workspace: Path) -> None:
-    marker = f"left-behind-{uuid.uuid4().hex}"
-    result = await run(
-        ConfinedRunner(workspace), f"bash -c 'sleep 300; : {marker}' >/dev/null 2>&1 &", workspace
+@pytest.mark.parametrize("mode", [*CONFINED, "unsafe-host"])
+async def test_nothing_the_command_starts_outlives_the_call(workspace: Path, mode: str) -> None:
+    """Backgrounded, double-forked and `setsid` daemons alike."""
+    marker = f"{uuid.uuid4().hex[:8]}"
+    command = (
+        f"(setsid sleep 300.{len(mode)}1 {marker} &) ; (sleep 300.{len(mode)}2 {marker} &) ; "
+        f"nohup setsid bash -c 'sleep 300.{len(mode)}3 {marker}' >/dev/null 2>&1 & echo started"
     )
-    assert result.exit_code == 0
-    assert await wait_until_no_process_with(marker)
+    command = command.replace(f" {marker}", "") + f" # {marker}"
+    result = await run(runner_for(workspace, mode), command, workspace)
+    assert result.output.strip() == "started", result
+    assert await wait_until_no_process_with(f"300.{len(mode)}"), "a process outlived the call"
 
 
-async def test_confined_runner_caps_timeout_and_output(workspace: Path) -> None:
-    runner = ConfinedRunner(workspace, max_timeout_s=0.3, output_cap_bytes=100)
-    started = time.monotonic()
-    result = await run(runner, "seq 1 100000; sleep 30", workspace, timeout_s=60)
+@pytest.mark.parametrize("mode", CONFINED)
+async def test_process_limit_stops_a_fork_flood(workspace: Path, mode: str) -> None:
+    runner = runner_for(workspace, mode, limits=ResourceLimits(max_processes=16))
+    result = await run(runner, "for i in $(seq 1 100); do sleep 30.7 & done; wait", workspace, timeout_s=20)
+    assert result.aborted or result.exit_code != 0, result
+    assert runner.limit_note is not None and "16 processes" in runner.limit_note
+    assert await wait_until_no_process_with("sleep 30.7")
+
+
+@needs_uid
+async def test_uid_runner_cannot_touch_the_daemon(workspace: Path) -> None:
+    pid = os.getpid()
+    result = await run(
+        runner_for(workspace, "uid"),
+        f"id -u; cat /proc/{pid}/environ >/dev/null 2>&1 || echo no-environ; "
+        f"kill -0 {pid} 2>/dev/null || echo no-signal",
+        workspace,
+    )
+    uid, *rest = result.output.split()
+    assert int(uid) >= MACHINE.pool.base and rest == ["no-environ", "no-signal"], result
+
+
+async def test_runners_cap_timeout_and_output(workspace: Path) -> None:
+    runner = runner_for(workspace, "unsafe-host", timeout_s=0.3, output_cap_bytes=100)
+    result = await run(runner, "head -c 5000 /dev/zero | tr '\\0' x; sleep 10", workspace, timeout_s=60)
     assert result.timed_out and result.timeout_s == 0.3
-    assert time.monotonic() - started < 5
-    assert len(result.output) <= 100 and result.output.endswith("100000\n")
-
-
-def test_bwrap_argv_without_bwrap(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(shutil, "which", lambda name: None)
-    monkeypatch.setattr(runners_module, "_bwrap_probe", None)
-    assert bwrap_available(refresh=True) is False
-    with pytest.raises(SandboxUnavailableError, match="bubblewrap"):
-        runners_module.bwrap_argv(tmp_path, tmp_path, ["true"])
+    assert result.truncated and len(result.output) == 100
 
 
 @needs_bwrap
 def test_bwrap_argv_isolates_everything(workspace: Path) -> None:
-    argv = runners_module.bwrap_argv(workspace, workspace, ["bash", "-c", "true"])
+    argv = bwrap_argv("bwrap", workspace, workspace, ["bash", "-c", "true"])
     for flag in ("--unshare-all", "--die-with-parent", "--new-session"):
         assert flag in argv
     joined = " ".join(argv)
@@ -168,9 +193,9 @@ CONNECT = "(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo connected || 
 @needs_bwrap
 async def test_bwrap_has_no_network(workspace: Path, listener: int) -> None:
     command = CONNECT.format(port=listener)
-    confined = await run(ConfinedRunner(workspace), command, workspace)
+    confined = await run(runner_for(workspace, "unsafe-host"), command, workspace)
     assert confined.output.strip() == "connected"  # the listener is reachable from the host
-    sandboxed = await run(BwrapRunner(workspace), command, workspace)
+    sandboxed = await run(runner_for(workspace, "bwrap"), command, workspace)
     assert sandboxed.output.strip() == "blocked"
 
 
@@ -185,7 +210,7 @@ async def test_bwrap_writes_only_to_the_workspace(workspace: Path, outside: Path
         "touch /etc/evil || echo etc-refused; "
         f"echo x > {leak} && echo tmp-private"
     )
-    result = await run(BwrapRunner(workspace), script, workspace)
+    result = await run(runner_for(workspace, "bwrap"), script, workspace)
     lines = result.output.split("\n")
     expected_lines = (
         "wrote-inside",
@@ -210,7 +235,9 @@ async def test_bwrap_cannot_read_outside_and_sees_a_scrubbed_environment(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
     result = await run(
-        BwrapRunner(workspace), f"cat {outside}/secret.txt || echo unreadable; env; ls /etc", workspace
+        runner_for(workspace, "bwrap"),
+        f"cat {outside}/secret.txt || echo unreadable; env; ls /etc",
+        workspace,
     )
     assert "TOP SECRET" not in result.output and "unreadable" in result.output
     assert "should-not-leak" not in result.output
@@ -222,7 +249,7 @@ async def test_bwrap_cannot_read_outside_and_sees_a_scrubbed_environment(
 async def test_bwrap_abort_kills_the_whole_sandbox(workspace: Path) -> None:
     marker = f"sandboxed-{uuid.uuid4().hex}"
     controller = AbortController()
-    runner = BwrapRunner(workspace)
+    runner = runner_for(workspace, "bwrap")
     task = asyncio.create_task(
         run(runner, f"bash -c 'sleep 300; : {marker}' & echo started > started.txt; wait", workspace,
             signal=controller.signal)
@@ -239,5 +266,5 @@ async def test_bwrap_abort_kills_the_whole_sandbox(workspace: Path) -> None:
 
 @needs_bwrap
 async def test_bwrap_timeout(workspace: Path) -> None:
-    result = await run(BwrapRunner(workspace, max_timeout_s=0.5), "sleep 30", workspace)
+    result = await run(runner_for(workspace, "bwrap", timeout_s=0.5), "sleep 30", workspace)
     assert result.timed_out

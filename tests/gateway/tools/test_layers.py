@@ -225,7 +225,7 @@ class _Session:
 
 
 def test_pipeline_composes_every_layer(tmp_path: Path) -> None:
-    from gateway.sandbox import SandboxSettings
+    from gateway.sandbox import SandboxMachine, SandboxSettings
 
     audits: list[dict[str, Any]] = []
     channel = _tool("discord_add_reaction")
@@ -233,7 +233,8 @@ def test_pipeline_composes_every_layer(tmp_path: Path) -> None:
         session=_Session(),
         provider="google",
         workspace=tmp_path / "ws",
-        sandbox=SandboxSettings(workspace=tmp_path / "ws", mode="subprocess"),
+        sandbox=SandboxSettings(workspace=tmp_path / "ws"),
+        machine=SandboxMachine(home=tmp_path / "home"),
         audit=audits.append,
         host=_Host(),
         channel_tools=lambda session: [channel],
@@ -249,14 +250,15 @@ def test_pipeline_composes_every_layer(tmp_path: Path) -> None:
 
 
 async def test_pipeline_bash_goes_through_exec_mediation(tmp_path: Path) -> None:
-    from gateway.sandbox import SandboxSettings
+    from gateway.sandbox import SandboxMachine, SandboxSettings
 
     audits: list[dict[str, Any]] = []
     spec = PipelineSpec(
         session=_Session(),
         provider="openai",
         workspace=tmp_path / "ws",
-        sandbox=SandboxSettings(workspace=tmp_path / "ws", mode="subprocess"),
+        sandbox=SandboxSettings(workspace=tmp_path / "ws"),
+        machine=SandboxMachine(home=tmp_path / "home"),
         audit=audits.append,
     )
     bash = next(t for t in build_tools(spec) if t.name == "bash")

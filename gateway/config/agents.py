@@ -1,0 +1,114 @@
+"""Agents in the config: `[agent_defaults]`, the `[[agents]]` tables, and an agent's effective
+settings once the defaults are filled in (`ResolvedAgent`).
+
+An agent `main` always exists, configured or not. Its system prompt is read from
+`<config dir>/agents/<id>/SYSTEM.md` (or `<home>/agents/<id>/SYSTEM.md` without a user file)
+and falls back to `DEFAULT_SYSTEM_PROMPT` when that file does not exist.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import Field, field_validator
+
+from gateway.config.sections import (
+    ModelRef,
+    QueueMode,
+    SandboxMode,
+    Section,
+    ThinkingLevel,
+    current_sandbox_mode,
+)
+from gateway.errors import ConfigError, ConfigProblem
+
+DEFAULT_AGENT_ID = "main"
+
+_AGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+class AgentDefaultsSection(Section):
+    model: ModelRef | None = None
+    """`provider/model-id` for agents that name none (env `GATEWAY_MODEL`)."""
+    thinking_level: ThinkingLevel = "off"
+
+
+class AgentConfig(Section):
+    id: str
+    label: str | None = None
+    workspace: Path | None = None
+    """Defaults to `<home>/workspaces/<id>`."""
+    system_prompt_file: Path | None = None
+    """Defaults to `<agent dir>/SYSTEM.md`; an explicitly named file must exist."""
+    model: ModelRef | None = None
+    thinking_level: ThinkingLevel | None = None
+    tools_allow: list[str] | None = None
+    """Only these tools (None: all)."""
+    tools_deny: list[str] = Field(default_factory=list)
+    sandbox_mode: SandboxMode | None = None
+    queue_mode: QueueMode | None = None
+
+    _sandbox_mode = field_validator("sandbox_mode", mode="before")(
+        classmethod(lambda cls, v: current_sandbox_mode(v))
+    )
+
+    @field_validator("id")
+    @classmethod
+    def _valid_id(cls, value: str) -> str:
+        if not _AGENT_ID.match(value):
+            raise ValueError(
+                "agent id must be 1-64 characters of a-z, 0-9, '_' or '-', starting with a letter or digit"
+            )
+        return value
+
+
+def default_agents() -> list[AgentConfig]:
+    """The agents of a config that configures none: `main` alone."""
+    return [AgentConfig(id=DEFAULT_AGENT_ID)]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedAgent:
+    """An agent's effective settings: its own, else `[agent_defaults]`, `[runs]`, `[sandbox]`."""
+
+    id: str
+    label: str | None
+    workspace: Path
+    system_prompt_file: Path
+    system_prompt_explicit: bool
+    model: str | None
+    thinking_level: ThinkingLevel
+    tools_allow: tuple[str, ...] | None
+    tools_deny: tuple[str, ...]
+    sandbox_mode: SandboxMode
+    queue_mode: QueueMode
+
+    def system_prompt(self) -> str:
+        """The agent's system prompt: its file, or `DEFAULT_SYSTEM_PROMPT` when the default file
+        does not exist. Raises ConfigError when an explicitly configured file cannot be read."""
+        try:
+            return self.system_prompt_file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            if not self.system_prompt_explicit:
+                return DEFAULT_SYSTEM_PROMPT
+            problem = f"system prompt file not found: {self.system_prompt_file}"
+        except (OSError, UnicodeDecodeError) as exc:
+            problem = f"cannot read system prompt file {self.system_prompt_file}: {exc}"
+        raise ConfigError([ConfigProblem(f"agent {self.id!r}", "system_prompt_file", problem)])
+
+
+DEFAULT_SYSTEM_PROMPT = """\
+You are a capable assistant working inside a gateway that keeps your conversation in a session.
+
+You can use tools to read, write and edit files, run shell commands, and search your workspace.
+Work in your workspace directory unless you are asked otherwise.
+
+- Before changing a file, read it. Make focused changes and say what you changed.
+- Prefer small, verifiable steps. Run commands to check your work when you can.
+- Shell commands run in a sandbox; some dangerous commands are refused. If a command is refused,
+  explain what you wanted to do instead of trying to get around the refusal.
+- If a request is ambiguous, ask one short question before acting.
+- Keep answers concise. Show code and command output only when it helps.
+"""

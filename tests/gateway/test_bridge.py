@@ -1,0 +1,260 @@
+"""`gateway.bridge`: committed session events reach connections in every wire shape, replays of
+stored events match what went out live, and `sessions.changed` rows come from the lookup the
+bridge was given."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+
+from gateway.bridge import Bridge
+from gateway.hub import Hub
+from gateway.outlet import Outlet
+from sessions import (
+    AgentFinished,
+    AgentStarted,
+    EventPayload,
+    EventRecord,
+    MessageCompleted,
+    MessageDelta,
+    MessageStarted,
+    SessionEvent,
+    SessionRecord,
+    StatusChanged,
+    ToolStarted,
+)
+from sessions.schema import SessionKind, SessionStatus
+from sessions.termination import TerminationReason
+
+SESSION = "s1"
+KEY = "agent:main:main"
+REPLY = {"role": "assistant", "content": [{"type": "text", "text": "pong"}]}
+
+
+class Wire:
+    """The far end of a WebSocket: keeps every frame the connection was sent."""
+
+    direct = False
+
+    def __init__(self) -> None:
+        self.frames: list[dict[str, Any]] = []
+
+    async def send_text(self, data: str) -> None:
+        self.frames.append(json.loads(data))
+
+    def write_now(self, texts: Sequence[str]) -> bool:
+        return False
+
+    async def close(self, code: int, reason: str) -> None:
+        return None
+
+
+async def connect(hub: Hub, caps: frozenset[str] = frozenset()) -> tuple[Outlet, Wire]:
+    """A reader connection following SESSION natively and its committed messages."""
+    wire = Wire()
+    outlet = Outlet(f"c{len(hub)}", wire, 1 << 20)
+    outlet.grant(frozenset({"operator.read"}), caps)
+    outlet.start()
+    hub.register(outlet)
+    outlet.follow_events(SESSION, 0)
+    outlet.follow_messages(SESSION)
+    return outlet, wire
+
+
+async def settle(outlet: Outlet) -> None:
+    await outlet.drain()
+
+
+def run_events() -> list[SessionEvent]:
+    payloads: list[EventPayload] = [
+        StatusChanged(SessionStatus.RUNNING),
+        AgentStarted(),
+        MessageStarted(message_id="m1", role="assistant"),
+        MessageDelta(message_id="m1", content_index=0, kind="text", delta="pong"),
+        ToolStarted(tool_call_id="t1", tool_name="ls", args={}),
+        MessageCompleted(message_id="m1", message=REPLY),
+        AgentFinished(
+            termination_reason=TerminationReason.NO_TOOL_CALLS,
+            total_turns=1,
+            total_tokens=3,
+            duration_ms=4,
+            stop_reason="stop",
+        ),
+        StatusChanged(SessionStatus.IDLE),
+    ]
+    return [
+        SessionEvent(SESSION, seq, data, run_id="r1", session_key=KEY, ts=1000 + seq)
+        for seq, data in enumerate(payloads, start=1)
+    ]
+
+
+async def test_a_run_reaches_a_reader_in_every_shape_in_order() -> None:
+    hub = Hub()
+    bridge = Bridge(hub)
+    outlet, wire = await connect(hub)
+    seen: list[str] = []
+    bridge.add_listener(lambda event: seen.append(event.name))
+    for event in run_events():
+        bridge.publish(event)
+    await settle(outlet)
+    shapes = [
+        (
+            f["event"],
+            f["payload"].get("sessionSeq") or f["payload"].get("stream") or f["payload"].get("state"),
+        )
+        for f in wire.frames
+    ]
+    assert shapes == [
+        ("session.status.changed", 1),
+        ("session.agent.started", 2),
+        ("agent", "lifecycle"),
+        ("session.message.started", 3),
+        ("session.message.delta", 4),
+        ("agent", "assistant"),
+        ("chat", "delta"),
+        ("session.tool.started", 5),  # no `tool-events` cap: no tool stream frame
+        ("session.message.completed", 6),
+        ("session.message", None),
+        ("session.agent.finished", 7),
+        ("agent", "lifecycle"),
+        ("chat", "final"),
+        ("session.status.changed", 8),
+    ]
+    assert [f["seq"] for f in wire.frames] == list(range(1, len(wire.frames) + 1))
+    assert wire.frames[4]["payload"] == {
+        "sessionId": SESSION,
+        "sessionKey": KEY,
+        "sessionSeq": 4,
+        "runId": "r1",
+        "ts": 1004,
+        "messageId": "m1",
+        "contentIndex": 0,
+        "kind": "text",
+        "delta": "pong",
+    }
+    assert wire.frames[9]["payload"] == {
+        "sessionKey": KEY,
+        "sessionId": SESSION,
+        "messageId": "m1",
+        "messageSeq": 6,
+        "message": REPLY,
+    }
+    assert wire.frames[12]["payload"]["message"]["content"] == [{"type": "text", "text": "pong"}]
+    assert seen == [e.name for e in run_events()]
+    assert bridge.published == 8
+    await outlet.aclose()
+
+
+async def test_tool_frames_go_only_to_connections_that_asked_for_them() -> None:
+    hub = Hub()
+    bridge = Bridge(hub)
+    outlet, wire = await connect(hub, caps=frozenset({"tool-events"}))
+    for event in run_events()[:5]:
+        bridge.publish(event)
+    await settle(outlet)
+    tool = [f["payload"] for f in wire.frames if f["event"] == "agent" and f["payload"]["stream"] == "tool"]
+    assert [p["data"] for p in tool] == [{"phase": "start", "name": "ls", "toolCallId": "t1", "args": {}}]
+    await outlet.aclose()
+
+
+def session_record(keys: Sequence[str] = (KEY,)) -> SessionRecord:
+    return SessionRecord(
+        id=SESSION,
+        agent_id="main",
+        parent_id=None,
+        root_id=SESSION,
+        branch_point=None,
+        kind=SessionKind.MAIN,
+        label=None,
+        status=SessionStatus.IDLE,
+        model=None,
+        thinking_level=None,
+        queue_mode="followup",
+        input_tokens=0,
+        output_tokens=0,
+        total_tokens=0,
+        cost=0.0,
+        entry_count=0,
+        last_seq=0,
+        pruned_seq=0,
+        origin=None,
+        created_at=0,
+        updated_at=0,
+        keys=tuple(keys),
+    )
+
+
+async def test_a_replayed_event_is_the_frame_that_went_out_live() -> None:
+    hub = Hub()
+    bridge = Bridge(hub)
+    outlet, wire = await connect(hub)
+    events = run_events()
+    for event in events:
+        bridge.publish(event)
+    await settle(outlet)
+    live = [f for f in wire.frames if f["event"].startswith("session.") and f["event"] != "session.message"]
+    records = [
+        EventRecord(e.session_id, e.seq, e.run_id, e.name, json.loads(json.dumps(e.log_payload())), 0)
+        for e in events
+    ]
+    replayed = [json.loads(bridge.native_frame_from_record(session_record(), r).with_seq(0)) for r in records]
+    assert [{**f, "seq": 0} for f in live] == replayed
+    # An event stored without its key is shown under the session's current key.
+    keyless = [EventRecord(SESSION, 9, None, "status.changed", {"status": "idle", "ts": 5}, 0)]
+    frame = bridge.native_frame_from_record(session_record(keys=["agent:main:other"]), keyless[0])
+    assert json.loads(frame.with_seq(1))["payload"]["sessionKey"] == "agent:main:other"
+    await outlet.aclose()
+
+
+async def test_session_list_changes_use_the_lookup_given_to_the_bridge() -> None:
+    hub = Hub()
+    bridge = Bridge(hub)
+    outlet, wire = await connect(hub)
+    outlet.sessions_list = True
+    bridge.session_changed(SESSION, "create")  # before it knows how to show a session: nothing
+    await bridge.join()
+
+    looked_up: list[str] = []
+
+    async def lookup(session_id: str) -> SessionRecord | None:
+        looked_up.append(session_id)
+        return session_record() if session_id == SESSION else None
+
+    def row_of(record: SessionRecord) -> dict[str, Any]:
+        return {"key": record.keys[0], "sessionId": record.id, "status": str(record.status)}
+
+    bridge.list_sessions_with(lookup, row_of)
+    bridge.session_changed(SESSION, "patch")
+    bridge.session_changed("gone", "patch")
+    bridge.session_changed(SESSION, "delete", deleted=session_record())
+    await bridge.join()
+    await settle(outlet)
+    assert looked_up == [SESSION, "gone"]
+    changed = [f["payload"] for f in wire.frames if f["event"] == "sessions.changed"]
+    assert [(c["reason"], c.get("deleted")) for c in changed] == [("patch", None), ("delete", True)]
+    assert changed[0]["session"] == {"key": KEY, "sessionId": SESSION, "status": "idle"}
+    assert changed[0]["status"] == "idle" and changed[0]["agentId"] == "main"
+    await outlet.aclose()
+
+
+async def test_a_failing_lookup_is_logged_and_sends_nothing() -> None:
+    hub = Hub()
+    bridge = Bridge(hub)
+    outlet, wire = await connect(hub)
+    outlet.sessions_list = True
+
+    async def lookup(session_id: str) -> SessionRecord | None:
+        raise RuntimeError("database gone")
+
+    bridge.list_sessions_with(lookup, lambda record: {})
+    with structlog.testing.capture_logs() as logs:
+        bridge.session_changed(SESSION, "patch")
+        await bridge.join()
+    await settle(outlet)
+    assert not [f for f in wire.frames if f["event"] == "sessions.changed"]
+    assert [(e["event"], e["session_id"]) for e in logs] == [("could not load a changed session", SESSION)]
+    await bridge.aclose()
+    await outlet.aclose()
