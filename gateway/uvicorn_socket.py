@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import socket
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import h11
@@ -178,6 +178,50 @@ def door_protocols(door: Door) -> tuple[type[DoorHTTPProtocol], type[DoorWebSock
     return HTTP, DoorWebSocketProtocol
 
 
+class _Admission:
+    """One connection's door pass and the deadline it runs against, shared by the HTTP and the
+    WebSocket protocol (the pass moves from one to the other on upgrade). `on_expired` runs when
+    the deadline passes, after the pass was marked expired."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, on_expired: Callable[[], None]) -> None:
+        self.door_pass: Pass | None = None
+        self._loop = loop
+        self._on_expired = on_expired
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def spend(self, size: int) -> bool:
+        """Count `size` bytes against the pass's budget; False once it is over (no pass: True)."""
+        return self.door_pass is None or self.door_pass.spend(size)
+
+    def arm(self, delay: float) -> None:
+        self.disarm()
+        self._deadline = self._loop.call_later(delay, self._expired)
+
+    def disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def take(self) -> Pass | None:
+        """The pass, no longer this admission's (no deadline either)."""
+        self.disarm()
+        door_pass, self.door_pass = self.door_pass, None
+        return door_pass
+
+    def release(self) -> None:
+        """Stop the deadline and give the pass back (idempotent)."""
+        door_pass = self.take()
+        if door_pass is not None:
+            door_pass.release()
+
+    def _expired(self) -> None:
+        self._deadline = None
+        door_pass, self.door_pass = self.door_pass, None
+        if door_pass is not None:
+            door_pass.expired()
+        self._on_expired()
+
+
 class DoorHTTPProtocol(H11Protocol):
     """HTTP/1.1 with the door: a pass at accept, released when a request head has arrived or
     handed to the WebSocket protocol on upgrade; the head deadline re-armed after each response."""
@@ -186,8 +230,7 @@ class DoorHTTPProtocol(H11Protocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.door_pass: Pass | None = None
-        self._deadline: asyncio.TimerHandle | None = None
+        self.admission = _Admission(self.loop, self._give_up)
         self._upgraded = False
         self._served: object = None
 
@@ -197,12 +240,11 @@ class DoorHTTPProtocol(H11Protocol):
         if door_pass is None:
             transport.close()
             return
-        self.door_pass = door_pass
-        self._arm(door_pass.remaining_s())
+        self.admission.door_pass = door_pass
+        self.admission.arm(door_pass.remaining_s())
 
     def data_received(self, data: bytes) -> None:
-        door_pass = self.door_pass
-        if door_pass is not None and not door_pass.spend(len(data)):
+        if not self.admission.spend(len(data)):
             self._give_up()
             return
         super().data_received(data)
@@ -212,15 +254,15 @@ class DoorHTTPProtocol(H11Protocol):
         super().on_response_complete()  # may start a pipelined request
         if self._head_arrived() or self._upgraded or self.transport.is_closing():
             return
-        self._arm(self.door.settings.handshake_timeout_s)
+        self.admission.arm(self.door.settings.handshake_timeout_s)
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         self._upgraded = True
-        self._disarm()
-        if self.door_pass is None:
+        self.admission.disarm()
+        if self.admission.door_pass is None:
             # An upgrade after plain requests on a kept-alive connection: a pass of its own.
-            self.door_pass = self.door.admit(self.client[0] if self.client else "?")
-            if self.door_pass is None:
+            self.admission.door_pass = self.door.admit(self.client[0] if self.client else "?")
+            if self.admission.door_pass is None:
                 self._give_up()
                 return
         super().handle_websocket_upgrade(event)
@@ -231,44 +273,20 @@ class DoorHTTPProtocol(H11Protocol):
         if self._upgraded or self.cycle is self._served:
             return False
         self._served = self.cycle
-        self._disarm()
-        self._release()
+        self.admission.release()
         return True
 
     def hand_over(self) -> Pass | None:
         """The pass, for the WebSocket protocol that takes this connection over."""
-        door_pass, self.door_pass = self.door_pass, None
-        return door_pass
+        return self.admission.take()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        self._release()
+        self.admission.release()
         super().connection_lost(exc)
-
-    def _arm(self, delay: float) -> None:
-        self._disarm()
-        self._deadline = self.loop.call_later(delay, self._expired)
-
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _release(self) -> None:
-        door_pass, self.door_pass = self.door_pass, None
-        if door_pass is not None:
-            door_pass.release()
-
-    def _expired(self) -> None:
-        self._deadline = None
-        door_pass, self.door_pass = self.door_pass, None
-        if door_pass is not None:
-            door_pass.expired()
-        self._give_up()
 
     def _give_up(self) -> None:
         """Close a connection that owes nothing (no response under way)."""
-        self._release()
+        self.admission.release()
         self.transport.close()
         self.loop.call_later(CLOSE_GRACE_S, self.transport.abort)
 
@@ -280,8 +298,7 @@ class DoorWebSocketProtocol(WebSocketsSansIOProtocol):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.door_pass: Pass | None = None
-        self._deadline: asyncio.TimerHandle | None = None
+        self.admission = _Admission(self.loop, lambda: self._refuse(*HANDSHAKE_TIMEOUT))
         self._refused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -290,48 +307,31 @@ class DoorWebSocketProtocol(WebSocketsSansIOProtocol):
         # transport still names it.
         previous = transport.get_protocol() if isinstance(transport, asyncio.Transport) else None
         if isinstance(previous, DoorHTTPProtocol):
-            self.door_pass = previous.hand_over()
-        if self.door_pass is not None:
-            self._deadline = self.loop.call_later(self.door_pass.remaining_s(), self._expired)
+            self.admission.door_pass = previous.hand_over()
+        if self.admission.door_pass is not None:
+            self.admission.arm(self.admission.door_pass.remaining_s())
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
-        door_pass = self.door_pass
-        if door_pass is not None and not door_pass.spend(len(data)):
+        if not self.admission.spend(len(data)):
             self._refuse(*PREAUTH_TOO_BIG)
             return
         super().data_received(data)
 
     def authenticated(self) -> None:
         """The connection authenticated: no deadline, no byte budget from now on."""
-        self._let_go()
+        self.admission.release()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._let_go()
+        self.admission.release()
         super().connection_lost(exc)
-
-    def _let_go(self) -> None:
-        """Stop the deadline and give the pass back (idempotent)."""
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-        door_pass, self.door_pass = self.door_pass, None
-        if door_pass is not None:
-            door_pass.release()
-
-    def _expired(self) -> None:
-        self._deadline = None
-        door_pass, self.door_pass = self.door_pass, None
-        if door_pass is not None:
-            door_pass.expired()
-        self._refuse(*HANDSHAKE_TIMEOUT)
 
     def _refuse(self, code: int, reason: str) -> None:
         """Close with `code` (a close frame when the WebSocket is open, else just the socket),
         tell the application, and reset the socket if the peer does not take the close."""
         self._refused = True
-        self._let_go()
+        self.admission.release()
         transport = self.transport
         if transport.is_closing():
             return

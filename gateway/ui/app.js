@@ -4,9 +4,10 @@
 //
 // `window.gatewayDashboard` is this App, for poking at the state from the browser console.
 
+import { SessionActions } from "./actions.js";
 import { forgetCredentials, readCredentials, refusalText, saveCredentials } from "./auth.js";
 import { ConnectionLost, GatewayConnection } from "./connection.js";
-import { dismissToasts, placeToasts, prompt, toast } from "./dialogs.js";
+import { dismissToasts, placeToasts, toast } from "./dialogs.js";
 import { formatCost, formatTokens } from "./dom.js";
 import { SessionFeed } from "./feed.js";
 import { Outbox } from "./outbox.js";
@@ -45,6 +46,13 @@ class App {
     this._treeVersion = -1;
     this._listRefresh = null;
     this._stickToBottom = true;
+    this.actions = new SessionActions({
+      request: (method, params) => this.connection.request(method, params),
+      directory: this.directory,
+      currentRow: () => this.currentRow(),
+      select: (sessionId) => this.select(sessionId),
+      schedule: () => this.schedule(),
+    });
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
     this.connection = new GatewayConnection({
       url: `${scheme}//${location.host}/`,
@@ -291,17 +299,6 @@ class App {
 
   // --- actions ----------------------------------------------------------------------------------
 
-  async call(method, params, what) {
-    try {
-      return await this.connection.request(method, params);
-    } catch (error) {
-      const lost = error instanceof ConnectionLost;
-      const reason = lost ? "not connected to the gateway" : error.message;
-      toast(`${what}: ${reason}`, "error", { topic: lost ? "connection" : null });
-      return null;
-    }
-  }
-
   send(event) {
     event?.preventDefault();
     const input = $("composer-input");
@@ -324,97 +321,6 @@ class App {
     this.outbox.dispatch(this.connection, item);
   }
 
-  async abort() {
-    const row = this.currentRow();
-    if (!row) return;
-    const answer = await this.call("chat.abort", { sessionKey: row.key || row.sessionId, sessionId: row.sessionId }, "Could not stop the run");
-    if (answer && !answer.aborted) toast("Nothing was running.", "info");
-  }
-
-  async branch(entryId) {
-    const row = this.currentRow();
-    if (!row) return;
-    const params = { sessionId: row.sessionId };
-    if (entryId) params.fromEntryId = entryId;
-    const answer = await this.call("sessions.branch", params, "Could not branch");
-    if (!answer?.session) return;
-    this.directory.upsert(answer.session);
-    toast(`New branch ${displayName(answer.session)}`, "ok");
-    this.select(answer.session.sessionId);
-  }
-
-  async switchKey() {
-    const row = this.currentRow();
-    if (!row) return;
-    const root = this.directory.rootOf(row.sessionId);
-    const suggestion = root && root.sessionId !== row.sessionId && root.key ? root.key : row.key || "";
-    const values = await prompt({
-      title: "Point a key at this session",
-      text: "Messages sent to the key (from the dashboard, gatewayctl or a channel) will go to this session from now on. The session the key pointed at stays as it is.",
-      fields: [{ name: "key", label: "Session key", value: suggestion, required: true }],
-      ok: "Switch",
-    });
-    if (!values) return;
-    const answer = await this.call("sessions.switch", { key: values.key, sessionId: row.sessionId }, "Could not switch the key");
-    if (!answer?.session) return;
-    this.directory.upsert(answer.session);
-    toast(`${values.key} now points at this session`, "ok");
-    this.schedule();
-  }
-
-  async compact() {
-    const row = this.currentRow();
-    if (!row) return;
-    const answer = await this.call("sessions.compact", { key: row.key || row.sessionId, sessionId: row.sessionId }, "Could not compact");
-    if (!answer) return;
-    const saved =
-      typeof answer.tokensBefore === "number" && typeof answer.tokensAfter === "number"
-        ? ` (${formatTokens(answer.tokensBefore)} → ${formatTokens(answer.tokensAfter)} tokens)`
-        : "";
-    toast(`Compacted${saved}`, "ok");
-  }
-
-  async reset() {
-    const row = this.currentRow();
-    if (!row?.key) {
-      toast("Only a session that has a key can be reset.", "warn");
-      return;
-    }
-    const values = await prompt({
-      title: "Reset this session?",
-      text: `${row.key} will point at a new, empty session. The current one is kept and stays in the tree.`,
-      fields: [],
-      ok: "Reset",
-      danger: true,
-    });
-    if (!values) return;
-    const answer = await this.call("sessions.reset", { key: row.key }, "Could not reset");
-    if (!answer?.session) return;
-    this.directory.upsert(answer.session);
-    this.select(answer.session.sessionId);
-  }
-
-  async newSession() {
-    const values = await prompt({
-      title: "New session",
-      text: "Leave the key empty to get a fresh one.",
-      fields: [
-        { name: "key", label: "Session key (optional)", value: "", placeholder: "agent:main:session:…" },
-        { name: "label", label: "Label (optional)", value: "" },
-      ],
-      ok: "Create",
-    });
-    if (!values) return;
-    const params = {};
-    if (values.key) params.key = values.key;
-    if (values.label) params.label = values.label;
-    const answer = await this.call("sessions.create", params, "Could not create the session");
-    if (!answer?.session) return;
-    this.directory.upsert(answer.session);
-    this.select(answer.session.sessionId);
-    $("composer-input").focus();
-  }
-
   // --- page ---------------------------------------------------------------------------------------
 
   bindPage() {
@@ -423,7 +329,7 @@ class App {
     $("auth-dialog").addEventListener("cancel", (event) => event.preventDefault());
     $("sign-out").addEventListener("click", () => this.signOut());
     $("banner-retry").addEventListener("click", () => this.connection.retryNow());
-    $("new-session").addEventListener("click", () => this.newSession());
+    $("new-session").addEventListener("click", () => this.actions.newSession());
     $("session-filter").addEventListener("input", (event) => {
       this.filter = event.target.value;
       this._treeVersion = -1;
@@ -439,11 +345,11 @@ class App {
     $("composer-input").addEventListener("keydown", (event) => {
       if (event.key === "Enter" && !event.shiftKey && !event.isComposing) this.send(event);
     });
-    $("abort").addEventListener("click", () => this.abort());
-    $("action-branch").addEventListener("click", () => this.branch(null));
-    $("action-switch").addEventListener("click", () => this.switchKey());
-    $("action-compact").addEventListener("click", () => this.compact());
-    $("action-reset").addEventListener("click", () => this.reset());
+    $("abort").addEventListener("click", () => this.actions.abort());
+    $("action-branch").addEventListener("click", () => this.actions.branch(null));
+    $("action-switch").addEventListener("click", () => this.actions.switchKey());
+    $("action-compact").addEventListener("click", () => this.actions.compact());
+    $("action-reset").addEventListener("click", () => this.actions.reset());
     $("load-older-button").addEventListener("click", () => {
       this._stickToBottom = false;
       this.feed?.loadOlder().catch((error) => toast(`Could not load earlier messages: ${error.message}`, "error"));
@@ -569,7 +475,7 @@ class App {
       canBranch: ready,
       openDetails: this.openDetails,
       actions: {
-        branch: (entryId) => this.branch(entryId),
+        branch: (entryId) => this.actions.branch(entryId),
         retry: (item) => this.outbox.retry(this.connection, item),
         dismiss: (item) => this.outbox.remove(item),
       },
