@@ -1,8 +1,10 @@
-"""The pydantic base shared by every wire type of the engine.
+"""The pydantic base of the engine's configuration types (`Model`, `ModelCost`).
 
-Python attributes are snake_case; JSON (wire and database) is camelCase exactly as pi writes it.
-`dump()` is the one way to turn a model into JSON-ready data: aliases on, unset optional fields
-(``None``) left out, as pi omits ``undefined`` fields.
+These are validated from user configuration and built rarely, so they keep pydantic's validation;
+the types built per message or per event use `agent_core._wire.WireStruct`. Python attributes are
+snake_case; JSON is camelCase exactly as pi writes it. `dump()` is the one way to turn a model
+into JSON-ready data: aliases on, unset optional fields (``None``) left out, as pi omits
+``undefined`` fields.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pydantic.alias_generators import to_camel
 
 
 class WireModel(BaseModel):
-    """Base for messages, content blocks and events."""
+    """Base for the configuration types."""
 
     model_config = ConfigDict(
         alias_generator=to_camel,

@@ -22,6 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from agent_core._emitter import Emitter
 from agent_core.abort import AbortSignal
 from agent_core.agent_types import (
@@ -179,7 +181,7 @@ async def _prepare(call: _Call, tool_call: ToolCall) -> _Prepared | _Outcome:
         if tool.prepare_arguments is not None:
             prepared_args = await maybe_await(tool.prepare_arguments(tool_call.arguments))
             if prepared_args is not tool_call.arguments:
-                prepared_call = tool_call.model_copy(update={"arguments": prepared_args})
+                prepared_call = msgspec.structs.replace(tool_call, arguments=prepared_args)
         args = validate_tool_arguments(tool, prepared_call)
         hook = call.options.before_tool_call
         if hook is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, cast
@@ -28,7 +29,6 @@ from agent_core.agent_state import (
     PendingMessageQueue,
 )
 from agent_core.agent_types import AgentContext, AgentLoopConfig, AgentOptions, QueueMode
-from agent_core.awaitables import maybe_await
 from agent_core.errors import AgentBusyError, ContinueError
 from agent_core.events import AgentEndEvent, AgentEvent
 from agent_core.llm import StreamFn
@@ -318,8 +318,10 @@ class Agent:
         if run is None:
             raise RuntimeError("Agent listener invoked outside active run")
         signal = run.controller.signal
-        for listener in list(self._listeners):
-            await maybe_await(listener(event, signal))
+        for listener in tuple(self._listeners):
+            result = listener(event, signal)
+            if result is not None and inspect.isawaitable(result):
+                await result
 
 
 def _normalise_prompt(input: PromptInput, images: Sequence[ImageContent] | None) -> list[AgentMessage]:

@@ -41,6 +41,9 @@ DEFAULT_MODEL = Model(
 `stream_fn` that does not care about the model."""
 
 
+_STREAMING = (MessageStartEvent, MessageUpdateEvent)  # a tuple: `A | B` builds a union per call
+
+
 class AgentInitialState(TypedDict, total=False):
     system_prompt: str
     model: Model
@@ -127,7 +130,7 @@ class AgentState:
 
     def apply(self, event: AgentEvent) -> None:
         """The reducer: update the state for one loop event (before listeners see it)."""
-        if isinstance(event, MessageStartEvent | MessageUpdateEvent):
+        if isinstance(event, _STREAMING):
             self._streaming_message = event.message
         elif isinstance(event, MessageEndEvent):
             self._streaming_message = None

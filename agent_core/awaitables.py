@@ -23,6 +23,6 @@ async def maybe_await(value: Awaitable[T]) -> T: ...
 async def maybe_await(value: MaybeAwaitable[T]) -> T: ...
 async def maybe_await(value: Any) -> Any:
     """`value` itself, or what it gives when awaited if it is awaitable."""
-    if inspect.isawaitable(value):
+    if value is not None and inspect.isawaitable(value):
         return await value
     return value

@@ -3,6 +3,7 @@
 AgentCoreError
 ├── AgentBusyError        prompt()/continue_() while a run is active
 ├── ContinueError         nothing valid to continue from
+├── InvalidMessageError   JSON that is not a valid message (also a ValueError)
 ├── ProviderError         a provider could not be reached or configured (never escapes a
 │                         stream function: it becomes an `error` event)
 ├── ModelNotFoundError    unknown `provider/model` reference
@@ -21,6 +22,10 @@ class AgentBusyError(AgentCoreError):
 
 
 class ContinueError(AgentCoreError):
+    pass
+
+
+class InvalidMessageError(AgentCoreError, ValueError):
     pass
 
 

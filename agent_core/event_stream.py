@@ -17,13 +17,19 @@ ends when its consumer stops. The rules, from the consumer's side:
 - A producer task that ends without completing the stream fails it (unless the `on_unfinished`
   given to `start` completes it), so no consumer is left waiting; a producer that raises is
   logged.
+- `abandon()` stops consuming without waiting: the producer is cancelled unless the stream has
+  completed.
+
+A consumer may `listen(on_event)` instead of iterating: every event then goes to the callback from
+`push` itself, with no task switch in between (a stream that forwards another's events pays no
+extra hop per event).
 
 Lifetimes: the producer task runs from `start` until it returns or is cancelled; the stream is its
 only owner and keeps the reference as long as the stream lives.
 
 Queue policy: unbounded. A stream has one producer (a provider or the loop) and one consumer that
 drains it as fast as events arrive; back-pressure would stall an HTTP read for no gain. `len()`
-gives the number of queued events.
+gives the number of queued events (none once a listener takes them).
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ class EventStream(Generic[T, R]):
         self._result_waiters: list[asyncio.Future[None]] = []
         self._producer: asyncio.Task[None] | None = None
         self._on_unfinished: Callable[[asyncio.Task[None]], None] | None = None
+        self._listener: Callable[[T], None] | None = None
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -119,6 +126,9 @@ class EventStream(Generic[T, R]):
             self._done = True
             if self._extract_result is not None:
                 self._set_result(self._extract_result(event))
+        if self._listener is not None:
+            self._listener(event)
+            return
         self._queue.append(event)
         self._wake()
 
@@ -155,6 +165,17 @@ class EventStream(Generic[T, R]):
 
     # --- the consumer's side ---------------------------------------------------------------------
 
+    def listen(self, on_event: Callable[[T], None]) -> None:
+        """Consume by callback: `on_event` gets the queued events at once, then every event as it
+        is pushed, synchronously (it must not raise: it runs inside the producer's `push`).
+        `result()` still tells the end. Raises `RuntimeError` if the stream has a listener or is
+        being iterated."""
+        if self._listener is not None or self._waiter is not None:
+            raise RuntimeError("This stream already has a consumer")
+        self._listener = on_event
+        while self._queue:
+            on_event(self._queue.popleft())
+
     async def result(self) -> R:
         """The final result; waits until the completing event or `end(result)`, then for the
         producer task (if any) to finish."""
@@ -189,10 +210,10 @@ class EventStream(Generic[T, R]):
                     self._waiter = None
         finally:
             if not finished:
-                self._abandon()
+                self.abandon()
 
-    def _abandon(self) -> None:
-        """The consumer stopped before the end: a producer still feeding the stream is cancelled."""
+    def abandon(self) -> None:
+        """Stop consuming without waiting: a producer still feeding the stream is cancelled."""
         producer = self._producer
         if producer is not None and not producer.done() and not self._done:
             producer.cancel()
@@ -208,7 +229,7 @@ class EventStream(Generic[T, R]):
         producer = self._producer
         if producer is None or producer is asyncio.current_task():
             return
-        self._abandon()
+        self.abandon()
         if not producer.done():
             await asyncio.wait({producer})
 

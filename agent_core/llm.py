@@ -10,6 +10,7 @@ from typing import Any, Literal, TypeAlias
 from pydantic import Field
 
 from agent_core._model import WireModel
+from agent_core._wire import WireStruct, always
 from agent_core.abort import AbortSignal
 from agent_core.event_stream import AssistantMessageEventStream
 from agent_core.messages import Message
@@ -47,7 +48,7 @@ class Model(WireModel):
         return f"{self.provider}/{self.id}"
 
 
-class Tool(WireModel):
+class Tool(WireStruct, kw_only=True):
     """A tool as the model sees it: name, description and JSON Schema of its arguments."""
 
     name: str
@@ -55,9 +56,11 @@ class Tool(WireModel):
     parameters: dict[str, Any]
 
 
-class Context(WireModel):
+class Context(WireStruct, kw_only=True):
+    """What one model call sees. Built per call; the message list is the caller's own."""
+
     system_prompt: str | None = None
-    messages: list[Message] = Field(default_factory=list)
+    messages: list[Message] = always(list)
     tools: list[Tool] | None = None
 
 

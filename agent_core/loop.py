@@ -17,6 +17,7 @@ the hooks (`convert_to_llm`, `transform_context`, a sink) and for invalid `conti
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import importlib
 from collections.abc import Coroutine, Sequence
@@ -297,26 +298,31 @@ async def _stream_assistant_response(
 async def _mirror(
     response: AssistantMessageEventStream, context: AgentContext, emit: Emitter
 ) -> AssistantMessage:
+    # As pi's loop: message_start and message_update carry a shallow copy of the partial (its
+    # content list is the provider's own, which goes on growing), message_end the final message.
     partial: AssistantMessage | None = None
     async for event in response:
         if isinstance(event, StartEvent):
             partial = event.partial
             context.messages.append(partial)
-            await emit(MessageStartEvent(message=partial.model_copy()))
-        elif isinstance(event, DoneEvent | ErrorEvent):
+            await emit(MessageStartEvent(message=copy.copy(partial)))
+        elif isinstance(event, _COMPLETING):
             break
         elif partial is not None:
             partial = event.partial
             context.messages[-1] = partial
-            await emit(MessageUpdateEvent(message=partial.model_copy(), assistant_message_event=event))
+            await emit(MessageUpdateEvent(message=copy.copy(partial), assistant_message_event=event))
     final = await response.result()
     if partial is not None:
         context.messages[-1] = final
     else:
         context.messages.append(final)
-        await emit(MessageStartEvent(message=final.model_copy()))
+        await emit(MessageStartEvent(message=copy.copy(final)))
     await emit(MessageEndEvent(message=final))
     return final
+
+
+_COMPLETING = (DoneEvent, ErrorEvent)  # a tuple: `A | B` would build a union object per event
 
 
 def _llm_tools(context: AgentContext) -> list[Tool] | None:

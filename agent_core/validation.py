@@ -26,14 +26,14 @@ import math
 import re
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Any, Protocol
-
-from jsonschema import ValidationError
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent_core.errors import ToolError
 from agent_core.messages import ToolCall
+
+if TYPE_CHECKING:
+    from jsonschema import ValidationError
+    from jsonschema.protocols import Validator
 
 
 class SchemaTool(Protocol):
@@ -73,6 +73,15 @@ def validate_tool_arguments(tool: SchemaTool, tool_call: ToolCall) -> Any:
     details = "\n".join(lines)
     header = f'Validation failed for tool "{tool.name}":'
     raise ToolError(f"{header}\n{details}\n\nReceived arguments:\n{received}")
+
+
+def validator_for(schema: dict[str, Any]) -> type[Validator]:
+    """jsonschema's validator class for `schema`'s dialect. jsonschema is imported by the first
+    call rather than with the engine: a process that never validates arguments (a daemon before
+    its first tool call) does not load it."""
+    from jsonschema.validators import validator_for as dialect_validator
+
+    return dialect_validator(schema)
 
 
 def _validator(schema: dict[str, Any]) -> Validator:

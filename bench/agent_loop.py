@@ -12,14 +12,25 @@ Baseline: the same number of events pushed through a bare `agent_core.EventStrea
 task that yields to the event loop after each push (as the faux provider does between chunks)
 and consumed with `async for`: the floor of moving an event from one task to another. The ratio
 (loop rate / bare rate, the median over side-by-side pairs of samples) is the share of the floor
-the loop keeps; the rest is the loop's own work per event (partial-message snapshots, event
-objects, the ordered emitter, tool execution).
+the loop keeps; the rest is the loop's own work per event (event objects, the ordered emitter,
+tool execution).
+
+Two rows measure the message types themselves:
+
+- bytes per parsed message: the memory (tracemalloc) a short assistant reply takes once parsed
+  from its stored JSON, beside the length of that JSON (ratio: parsed / stored; target at most 2).
+- context build: parsing 10,000 stored messages (a user prompt, a text reply, a tool call and
+  its result, in turn) from their JSON text with `parse_message_json`, as a run's context is read,
+  beside `json.loads` of the same texts (the floor of reading the JSON at all).
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import json
 import time
+import tracemalloc
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,12 +39,18 @@ from agent_core import (
     AgentContext,
     AgentEvent,
     AgentLoopConfig,
+    AgentMessage,
     AgentTool,
     AgentToolResult,
+    AssistantMessage,
     EventStream,
     TextContent,
+    ToolCall,
+    ToolResultMessage,
     ToolUpdateCallback,
+    Usage,
     UserMessage,
+    parse_message_json,
     run_agent_loop,
 )
 from agent_core.providers import (
@@ -138,6 +155,91 @@ async def _row(faux: FauxProvider, shape: Shape, repeats: int) -> Row:
     )
 
 
+# --- the message types ------------------------------------------------------------------------
+
+
+def _stored(message: AgentMessage) -> str:
+    """A message's JSON text as the transcript stores it."""
+    return json.dumps(message.dump(), separators=(",", ":"), ensure_ascii=False)
+
+
+SHORT_REPLY = AssistantMessage(
+    content=[TextContent(text="echo: what is the weather like in Paris today?")],
+    api="faux",
+    provider="faux",
+    model="echo",
+    usage=Usage(input=24, output=12, total_tokens=36),
+)
+CONTEXT_MIX: list[AgentMessage] = [
+    UserMessage(content=[TextContent(text="please look at file number 7 and tell me")]),
+    SHORT_REPLY,
+    AssistantMessage(
+        content=[TextContent(text="calling"), ToolCall(id="call-1", name="read", arguments={"path": "a.py"})],
+        api="faux",
+        provider="faux",
+        model="echo",
+        stop_reason="toolUse",
+    ),
+    ToolResultMessage(
+        tool_call_id="call-1", tool_name="read", content=[TextContent(text="print('hi')\n" * 3)]
+    ),
+]
+
+
+def _parsed_bytes(count: int) -> Row:
+    """Memory held per parsed short reply, beside the length of its stored JSON."""
+    text = _stored(SHORT_REPLY)
+    parsed: list[AgentMessage | None] = [None] * count
+    parse_message_json(text)  # warm-up: decoder caches, interned names
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for index in range(count):
+            parsed[index] = parse_message_json(text)
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    stored = len(text.encode())
+    return Row(
+        "bytes per parsed message",
+        f"short assistant reply ({stored} B of JSON)",
+        (after - before) / count,
+        "B",
+        "its stored JSON",
+        stored,
+    )
+
+
+def _context_build(entries: int, repeats: int) -> Row:
+    """Milliseconds to parse a context of `entries` stored messages, beside `json.loads`."""
+    texts = [_stored(CONTEXT_MIX[i % len(CONTEXT_MIX)]) for i in range(entries)]
+    builds, loads = [], []
+    for _ in range(repeats):
+        # Each side starts from the same heap (the other's result freed and collected), so that
+        # neither pays for collecting what the other built.
+        gc.collect()
+        start = time.perf_counter()
+        context = [parse_message_json(text) for text in texts]
+        builds.append((time.perf_counter() - start) * 1000)
+        assert len(context) == entries
+        del context
+        gc.collect()
+        start = time.perf_counter()
+        raw = [json.loads(text) for text in texts]
+        loads.append((time.perf_counter() - start) * 1000)
+        assert len(raw) == entries
+        del raw
+    return Row(
+        "context build (parse stored JSON)",
+        f"{entries:,} entries",
+        median(builds),
+        "ms",
+        "json.loads",
+        median(loads),
+        median([b / j for b, j in zip(builds, loads, strict=True)]),
+    )
+
+
 async def run(quick: bool) -> list[Row]:
     shapes = (
         [Shape(100, 0), Shape(100, 5)]
@@ -147,9 +249,12 @@ async def run(quick: bool) -> list[Row]:
     repeats = 1 if quick else 21
     faux = register_faux_provider(token_size=(1, 1))
     try:
-        return [await _row(faux, shape, repeats) for shape in shapes]
+        rows = [await _row(faux, shape, repeats) for shape in shapes]
     finally:
         faux.unregister()
+    rows.append(_parsed_bytes(200 if quick else 2_000))
+    rows.append(_context_build(1_000 if quick else 10_000, 1 if quick else 7))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -482,7 +482,11 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     rows: list[Row] = []
     profile = args.profile / "gatewayd-fanout.prof" if args.profile else None
-    with gateway_daemon(env={"GATEWAY_FAUX_PACE_MS": "0"}, profile=profile) as daemon:
+    largest = max(plan.clients for plan in plans(args.quick))
+    # Every client connects before any authenticates, all from loopback: lift the per-address
+    # quota of unauthenticated connections above N.
+    config = f"[gateway]\nmax_unauthenticated_per_address = {max(128, largest + 16)}\n"
+    with gateway_daemon(env={"GATEWAY_FAUX_PACE_MS": "0"}, config=config, profile=profile) as daemon:
         for plan in plans(args.quick):
             rows += measure(daemon, plan, 1 if args.quick else ROUNDS)
     print(render(rows))

@@ -174,7 +174,11 @@ async def _worker(spec: dict[str, Any]) -> None:
 
 
 def _config(plan: Plan) -> str:
+    # Every client connects before any authenticates, all from loopback: lift the per-address
+    # quota of unauthenticated connections above K.
     return (
+        "[gateway]\n"
+        f"max_unauthenticated_per_address = {max(128, plan.sessions + 16)}\n"
         "[runs]\n"
         f"max_concurrent = {plan.sessions}\n"
         f"max_live_sessions = {max(1000, plan.sessions)}\n"

@@ -3,6 +3,7 @@ beside a bare Python process (`python -c pass`) started the same way.
 
     .venv/bin/python -m bench.startup            # 5 starts of each kind (about half a minute)
     .venv/bin/python -m bench.startup --quick    # 1 start of each kind, RSS after 0.2 s
+    .venv/bin/python -m bench.startup --compile-each-start   # as the environment has it (below)
 
 A start is timed from just before the process is spawned until a client completes the gateway
 handshake (`connect.challenge`, `connect`, hello-ok), retrying every 5 ms while nothing listens
@@ -10,6 +11,13 @@ or the gateway answers that it is still starting. Cold starts get a new home (da
 and migrated); warm starts reuse the home of the previous cold start. Idle RSS is read with psutil
 one second after the handshake. The baseline is `python -c pass` with the same interpreter:
 spawn to exit, and its peak RSS (`ru_maxrss` from `wait4`). Values are medians.
+
+Bytecode: an installed gateway runs from modules compiled when it was installed. A source
+checkout run with `PYTHONDONTWRITEBYTECODE` set never keeps its bytecode, so every start would
+also compile each of the project's modules (over a hundred milliseconds here), which measures the
+compiler rather than the start-up. Every process of a run (the baseline too) therefore shares a
+private bytecode cache (`PYTHONPYCACHEPREFIX`, a temporary directory), filled by one unmeasured
+start of each kind; `--compile-each-start` leaves the environment as it is instead.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import psutil
@@ -53,10 +62,10 @@ async def _first_handshake(daemon: Daemon) -> float:
     raise RuntimeError(f"gatewayd did not accept a connection within {START_TIMEOUT_S} s")
 
 
-def _start(home: Path, settle_s: float) -> tuple[float, float]:
-    """One start of gatewayd with `home`: (seconds to first handshake, idle RSS in MiB after
-    `settle_s` more seconds)."""
-    daemon = spawn(home)
+def _start(home: Path, settle_s: float, env: Mapping[str, str]) -> tuple[float, float]:
+    """One start of gatewayd with `home` and `env` (over this process's environment): (seconds to
+    first handshake, idle RSS in MiB after `settle_s` more seconds)."""
+    daemon = spawn(home, env=env)
     try:
         seconds = asyncio.run(_first_handshake(daemon))
         time.sleep(settle_s)
@@ -66,10 +75,11 @@ def _start(home: Path, settle_s: float) -> tuple[float, float]:
     return seconds, rss
 
 
-def _bare_python() -> tuple[float, float]:
-    """One `python -c pass`: (seconds from spawn to exit, peak RSS in MiB)."""
+def _bare_python(env: Mapping[str, str]) -> tuple[float, float]:
+    """One `python -c pass` with `env` over this process's environment: (seconds from spawn to
+    exit, peak RSS in MiB)."""
     start = time.monotonic()
-    pid = os.posix_spawn(sys.executable, [sys.executable, "-c", "pass"], dict(os.environ))
+    pid = os.posix_spawn(sys.executable, [sys.executable, "-c", "pass"], {**os.environ, **env})
     _, status, usage = os.wait4(pid, 0)
     elapsed = time.monotonic() - start
     if os.waitstatus_to_exitcode(status) != 0:
@@ -77,19 +87,33 @@ def _bare_python() -> tuple[float, float]:
     return elapsed, usage.ru_maxrss / 1024  # KiB on Linux
 
 
-def run(repeats: int, settle_s: float = SETTLE_S) -> list[Row]:
+def run(repeats: int, settle_s: float = SETTLE_S, *, compile_each_start: bool = False) -> list[Row]:
+    with tempfile.TemporaryDirectory(prefix="bench-startup-bytecode-") as bytecode:
+        # An empty PYTHONDONTWRITEBYTECODE is unset for Python: the cache is written as it fills.
+        env = {} if compile_each_start else {"PYTHONPYCACHEPREFIX": bytecode, "PYTHONDONTWRITEBYTECODE": ""}
+        return _run(repeats, settle_s, env)
+
+
+def _run(repeats: int, settle_s: float, env: Mapping[str, str]) -> list[Row]:
     cold: list[tuple[float, float]] = []
     warm: list[tuple[float, float]] = []
     bare: list[tuple[float, float]] = []
-    _bare_python()  # warm the interpreter's files into the page cache
+    # Unmeasured starts first, so that every measured one finds the interpreter's and the
+    # project's files in the page cache (and their bytecode in the cache) as the others do.
+    _bare_python(env)
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+        home = Path(tmp) / "home"
+        home.mkdir()
+        _start(home, 0.0, env)
+        _start(home, 0.0, env)
     for _ in range(repeats):
         with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
             home = Path(tmp) / "home"
             home.mkdir()
-            bare.append(_bare_python())
-            cold.append(_start(home, settle_s))
-            bare.append(_bare_python())
-            warm.append(_start(home, settle_s))
+            bare.append(_bare_python(env))
+            cold.append(_start(home, settle_s, env))
+            bare.append(_bare_python(env))
+            warm.append(_start(home, settle_s, env))
     base_s = median([b[0] for b in bare]) * 1e3
     base_rss = median([b[1] for b in bare])
     return [
@@ -131,10 +155,18 @@ def run(repeats: int, settle_s: float = SETTLE_S) -> list[Row]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.startup", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="one start of each kind")
+    parser.add_argument(
+        "--compile-each-start",
+        action="store_true",
+        help="no private bytecode cache: with PYTHONDONTWRITEBYTECODE set, every start compiles",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    rows = run(1, settle_s=0.2) if args.quick else run(5)
+    repeats, settle_s = (1, 0.2) if args.quick else (5, SETTLE_S)
+    rows = run(repeats, settle_s, compile_each_start=args.compile_each_start)
     print(render(rows))
+    if args.compile_each_start:
+        print("\n(bytecode as the environment has it: nothing cached by this run)")
     print(f"\n({time.perf_counter() - started:.1f} s; ratios compare with a baseline from this same run)")
 
 

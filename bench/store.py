@@ -15,6 +15,10 @@ that is dropped afterwards):
   session (expected: near 1, depth costs nothing extra).
 - time to create a branch of a 10,000-entry transcript beside a 10-entry one (expected: near 1;
   nothing is copied).
+- the journal (`bench._journal_load`): events/s through `Journal.append` with 100 sessions
+  streaming at once, beside the raw driver storing the same events in batches of 1,000; and, beside
+  one session streaming alone, the commit latency (append to publish) p50 / p99 and the events per
+  commit.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import asyncpg
 from sqlalchemy.engine import make_url
 
 from bench import _report
+from bench._journal_load import RAW_BATCH, JournalLoad, journal_load, raw_postgres_rate, raw_sqlite_rate
 from sessions.db import normalize_url
 from sessions.ids import new_id
 from sessions.store import NewEntry, NewEvent, Store, default_url
@@ -55,6 +60,9 @@ class Sizes:
     batches: int
     repeats: int
     long: int
+    journal_sessions: int = 100
+    journal_deltas: int = 200
+    """Deltas per session in the journal load; one session alone streams ten times as many."""
 
 
 def _dumps(value: object) -> str:
@@ -250,34 +258,71 @@ async def _rows_for(
     return rows
 
 
+async def _journal_rows(
+    store: Store, backend: str, sizes: Sizes, raw_rate: float, raw_name: str
+) -> list[Row]:
+    many = sizes.journal_sessions
+    load = await journal_load(store, many, sizes.journal_deltas)
+    alone: JournalLoad = await journal_load(store, 1, sizes.journal_deltas * 10)
+    setting, one = f"{backend}, {many} sessions", "1 session"
+    return [
+        Row("journal events/s (group commit)", setting, load.rate, "/s", raw_name, raw_rate),
+        Row("journal commit latency p50", setting, load.latency(0.5), "ms", one, alone.latency(0.5)),
+        Row("journal commit latency p99", setting, load.latency(0.99), "ms", one, alone.latency(0.99)),
+        Row("journal events per commit p50", setting, load.batch_p50, "events", one, alone.batch_p50),
+    ]
+
+
 async def _sqlite_rows(sizes: Sizes) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
         home = Path(tmp)
         raw = _raw_sqlite_rates(home / "raw.db", sizes.batches)
+        raw_journal = raw_sqlite_rate(home / "raw-journal.db", sizes.journal_sessions, sizes.journal_deltas)
         async with Store.open(default_url(home)) as store:
-            return await _rows_for(store, "sqlite", sizes, raw, "raw sqlite3 executemany")
+            rows = await _rows_for(store, "sqlite", sizes, raw, "raw sqlite3 executemany")
+            name = f"raw sqlite3 executemany, {RAW_BATCH:,}/batch"
+            return rows + await _journal_rows(store, "sqlite", sizes, raw_journal, name)
 
 
 async def _postgres_rows(url: str, sizes: Sizes) -> list[Row]:
     schema = f"bench_store_{uuid.uuid4().hex[:12]}"
     scoped = make_url(url).update_query_dict({"schema": schema}).render_as_string(hide_password=False)
     raw = await _raw_postgres_rates(url, sizes.batches)
+    raw_journal = await _raw_postgres_journal_rate(url, sizes)
     try:
         async with Store.open(scoped) as store:
-            return await _rows_for(store, "postgresql", sizes, raw, "raw asyncpg executemany")
+            rows = await _rows_for(store, "postgresql", sizes, raw, "raw asyncpg executemany")
+            name = f"raw asyncpg executemany, {RAW_BATCH:,}/batch"
+            return rows + await _journal_rows(store, "postgresql", sizes, raw_journal, name)
     finally:
-        parsed = normalize_url(url)[0]
-        conn = await asyncpg.connect(
-            host=parsed.host,
-            port=parsed.port,
-            user=parsed.username,
-            password=parsed.password,
-            database=parsed.database,
-        )
+        conn = await _pg_connect(url)
         try:
             await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         finally:
             await conn.close()
+
+
+async def _pg_connect(url: str) -> asyncpg.Connection:
+    parsed = normalize_url(url)[0]
+    return await asyncpg.connect(
+        host=parsed.host,
+        port=parsed.port,
+        user=parsed.username,
+        password=parsed.password,
+        database=parsed.database,
+    )
+
+
+async def _raw_postgres_journal_rate(url: str, sizes: Sizes) -> float:
+    schema = f"bench_raw_{uuid.uuid4().hex[:12]}"
+    conn = await _pg_connect(url)
+    try:
+        await conn.execute(f'CREATE SCHEMA "{schema}"')
+        await conn.execute(f'SET search_path TO "{schema}"')
+        return await raw_postgres_rate(conn, sizes.journal_sessions, sizes.journal_deltas)
+    finally:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        await conn.close()
 
 
 def render(rows: Sequence[Row]) -> str:
@@ -286,7 +331,9 @@ def render(rows: Sequence[Row]) -> str:
 
 async def run(quick: bool) -> list[Row]:
     sizes = (
-        Sizes(batches=10, repeats=3, long=10_000) if quick else Sizes(batches=300, repeats=15, long=10_000)
+        Sizes(batches=10, repeats=3, long=10_000, journal_deltas=20)
+        if quick
+        else Sizes(batches=300, repeats=15, long=10_000)
     )
     rows = await _sqlite_rows(sizes)
     url = os.environ.get("GATEWAY_TEST_DATABASE_URL")

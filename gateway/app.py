@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -40,6 +41,7 @@ from gateway.connection import serve_connection
 from gateway.directory import Directory
 from gateway.door import Door, DoorSettings
 from gateway.hub import Hub
+from gateway.protocol.delta_pacing import DeltaPacing
 from gateway.rows import session_row
 from gateway.security_headers import SecurityHeaders
 from gateway.state import GatewayState, Limits
@@ -49,7 +51,9 @@ from sessions import SessionEvent, SessionManager, Store, open_database
 from sessions.profiles import RunSettings
 
 if TYPE_CHECKING:
+    from gateway.automation import Automation
     from gateway.channels import Channels
+    from gateway.extensions.runtime import Extensions
     from sessions.db import Database
 
 log = structlog.get_logger("gateway.app")
@@ -86,6 +90,7 @@ RESTART_PREFIXES = (
     "logging.",
     "database.",
     "sandbox.",
+    "cron.enabled",
 )
 """Config keys a reload reports but cannot apply to the running daemon."""
 
@@ -104,6 +109,11 @@ def limits(config: GatewayConfig) -> Limits:
         auth_failure_max_delay_s=g.auth_failure_max_delay_s,
         auth_failure_window_s=g.auth_failure_window_s,
     )
+
+
+def delta_pacing(config: GatewayConfig) -> DeltaPacing:
+    """How OpenClaw text deltas are paced (applied live on reload)."""
+    return DeltaPacing(interval_s=config.gateway.compat_delta_interval_ms / 1000)
 
 
 def door_settings(config: GatewayConfig) -> DoorSettings:
@@ -139,8 +149,12 @@ class Gateway:
         self._tick: asyncio.Task[None] | None = None
         self._stopping = False
         self.channels: Channels | None = None
+        self.automation: Automation | None = None
+        """Cron jobs and webhooks, from `start()` on."""
         self.tools: ToolsFactory | None = None
         """Builds each run's tools; owns the sandbox machine (probed when the gateway starts)."""
+        self.extensions: Extensions | None = None
+        """MCP servers and Python extensions, from `start()` on."""
         self.start_error: Exception | None = None
         """Why `start` failed (for the command line to report)."""
 
@@ -158,7 +172,7 @@ class Gateway:
         database = await open_database(config.database_url, busy_timeout_ms=config.database.busy_timeout_ms)
         store = Store(database)
         hub = Hub()
-        bridge = Bridge(hub)
+        bridge = Bridge(hub, pacing=delta_pacing(config))
         directory = Directory(config)
         self.tools = make_tools_factory(config, self.running_state)
         manager = SessionManager(
@@ -188,9 +202,13 @@ class Gateway:
         self.state = state
         # Built before the manager starts, so their reply feed sees the runs it resumes.
         self._build_channels(state, database)
+        self._build_automation(state)
+        await self._start_extensions(state, database)
         await manager.start()
         if self.channels is not None:
             await self.channels.start()
+        if self.automation is not None:
+            self.automation.start()  # fires only once the manager takes inputs
         state.ready = True
         self._tick = state.background.spawn(state.tick_loop(), name="tick")
         state.loop_lag.start()
@@ -206,10 +224,37 @@ class Gateway:
         self.channels = Channels(self.config, state, database=database, env=self.env)
         state.attach_channels(self.channels)
 
+    def _build_automation(self, state: GatewayState) -> None:
+        """Cron jobs and webhooks. Raises ConfigError for a webhook whose secret is not set."""
+        from gateway.automation import Automation
+
+        env = self.env if self.env is not None else os.environ
+        self.automation = Automation(state=state, config=self.config, env=env, channels=self.channels)
+        state.automation = self.automation
+
+    async def _start_extensions(self, state: GatewayState, database: Database) -> None:
+        """MCP servers and Python extensions (`gateway.extensions.runtime`, imported here: it
+        imports what it needs only once something is configured or installed)."""
+        from gateway.extensions.runtime import Extensions
+
+        if self.tools is None:
+            raise RuntimeError("the tools factory is built first")
+        self.extensions = Extensions(
+            self.config,
+            database=database,
+            bridge=state.bridge,
+            machine=self.tools.machine,
+            env=self.env if self.env is not None else os.environ,
+        )
+        await self.extensions.start()
+        self.tools.extensions = self.extensions
+        state.extensions = self.extensions
+
     async def reload(self) -> dict[str, Any]:
         """Re-read the config file (with the start-up environment and flags). Applied live:
         agents and models, run settings, allowed origins, connection limits for connections made
-        from now on, and the bindings' access, routing and queueing settings. The rest (listening
+        from now on, the bindings' access, routing and queueing settings, the webhooks and the
+        scheduler's settings. The rest (listening
         address, state directory, auth, allowed hosts and the front door's limits, database,
         logging, sandbox, bindings' connections and accounts) needs a restart. Returns
         `{"changed": [dotted keys], "restartRequired": [dotted keys]}`; raises ConfigError for an
@@ -220,6 +265,8 @@ class Gateway:
         fresh = load_config(self.config.source_path, self.env)
         before = redacted(self.config)
         restart: list[str] = []
+        # Checked (webhook secrets) before anything is applied, applied after the bindings.
+        apply_automation = self.automation.prepare_reload(fresh) if self.automation is not None else None
         if self.channels is not None:
             restart = self.channels.reload(fresh)  # validates before it applies anything
         elif fresh.bindings:
@@ -227,13 +274,18 @@ class Gateway:
 
             validate_bindings(fresh, self.env)
             restart = ["bindings"]
+        if apply_automation is not None:
+            apply_automation()
         self.config = fresh
         state.directory = Directory(fresh)
         state.manager.directory = state.directory
         state.manager.apply_settings(run_settings(fresh))
         state.set_limits(limits(fresh))
+        state.bridge.pacing = delta_pacing(fresh)
         state.config_view = redacted(fresh)
         state.allowed_origins = list(fresh.gateway.allowed_origins)
+        if self.extensions is not None:
+            await self.extensions.reload(fresh)  # `[[mcp_servers]]` live
         changed = _changed_keys(before, state.config_view)
         restart += [key for key in changed if key.startswith(RESTART_PREFIXES)]
         log.info("configuration reloaded", changed=changed, restart_required=restart)
@@ -252,8 +304,11 @@ class Gateway:
         state.announce_shutdown(reason)
         log.info("stopping", grace_s=self.config.gateway.shutdown_grace_s, runs=state.manager.running_count())
         try:
+            if self.automation is not None:
+                await self.automation.aclose()  # nothing new fires while runs wind down
             if self.channels is not None:
                 self.channels.stop_inbound()
+            await state.commands.aclose()
             await state.manager.aclose()
             if self.channels is not None:
                 with contextlib.suppress(Exception):
@@ -263,6 +318,8 @@ class Gateway:
 
     async def stop(self) -> None:
         await self.drain()
+        if self.extensions is not None:
+            await self.extensions.aclose()  # MCP servers stop with the daemon
         if self._tick is not None:
             self._tick.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -342,6 +399,12 @@ def create_app(gateway: Gateway) -> Starlette:
         webhooks: ASGIApp = channels.webhooks if channels is not None else no_webhooks
         await webhooks(scope, receive, send)
 
+    async def hooks(scope: Scope, receive: Receive, send: Send) -> None:
+        """Webhooks (`/hooks/<name>`), served by the running `Automation` (404 before)."""
+        automation = gateway.automation
+        endpoint: ASGIApp = automation.webhooks if automation is not None else no_webhooks
+        await endpoint(scope, receive, send)
+
     routes: list[Any] = [
         WebSocketRoute("/", websocket),
         WebSocketRoute("/ws", websocket),
@@ -350,6 +413,7 @@ def create_app(gateway: Gateway) -> Starlette:
         Route("/readyz", readyz),
         Route("/", root),
         Mount("/bindings", app=bindings),
+        Mount("/hooks", app=hooks),
     ]
     if UI_DIR.is_dir():
         routes.append(Mount("/ui", app=StaticFiles(directory=UI_DIR, html=True), name="ui"))

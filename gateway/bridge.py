@@ -1,24 +1,31 @@
 """The event bridge: committed session events -> wire frames -> the hub.
 
 `sessions` publishes each durable `SessionEvent` here (in `seq` order per session, after it is
-committed). The bridge has it rendered once per wire shape (`gateway.protocol.events`: the native
-`session.*` frame, OpenClaw's `agent` and `chat` stream frames, `session.message` for committed
-messages), serialises each shape once and hands the frames to the hub. Session list changes
-become `sessions.changed`, once `list_sessions_with` has said how to find and show a session.
+committed). The bridge renders and serialises each wire shape once (`gateway.protocol.events`:
+the native `session.*` frame, OpenClaw's `agent` and `chat` stream frames, `session.message` for
+committed messages), and only the shapes some connection takes at that moment (`Hub.takers`),
+then hands the frames to the hub. OpenClaw text deltas are paced per run
+(`gateway.protocol.delta_pacing`): a held delta goes out with the run's next OpenClaw frame or
+when the bridge's timer finds it due (the timer lives from the first held delta until none is
+held, or `aclose`). Session list changes become `sessions.changed`, once `list_sessions_with` has
+said how to find and show a session.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import structlog
 
 from gateway.background import Background
-from gateway.hub import Frame, Hub, encode_event
-from gateway.protocol.events import EventRenderer, native
+from gateway.hub import Frame, Hub, encode_event, encode_event_json
+from gateway.protocol.compat import CompatPayloads
+from gateway.protocol.delta_pacing import DeltaPacing
+from gateway.protocol.events import EventRenderer, committed_message, native_json
 from sessions import EventRecord, SessionEvent, SessionRecord, read_event
 
 log = structlog.get_logger("gateway.bridge")
@@ -30,13 +37,19 @@ SessionRowOf = Callable[[SessionRecord], dict[str, Any]]
 
 
 class Bridge:
-    def __init__(self, hub: Hub) -> None:
+    def __init__(
+        self, hub: Hub, *, pacing: DeltaPacing | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.hub = hub
-        self._renderer = EventRenderer()
+        self._renderer = EventRenderer(pacing)
+        self._clock = clock
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due: float | None = None
         self._sessions: tuple[SessionLookup, SessionRowOf] | None = None
         # `sessions.changed` row look-ups in flight, until their frame is sent or `aclose`.
         self._changes = Background("sessions.changed")
         self._listeners: list[Callable[[SessionEvent], None]] = []
+        self._change_listeners: list[Callable[[str, str], None]] = []
         self.published = 0
 
     def list_sessions_with(self, lookup: SessionLookup, row_of: SessionRowOf) -> None:
@@ -57,6 +70,17 @@ class Bridge:
 
         return remove
 
+    def add_change_listener(self, listener: Callable[[str, str], None]) -> Callable[[], None]:
+        """Call `listener(session_id, reason)` for every session list change (`session_changed`),
+        until the returned function is called. It must not block; what it raises is logged."""
+        self._change_listeners.append(listener)
+
+        def remove() -> None:
+            if listener in self._change_listeners:
+                self._change_listeners.remove(listener)
+
+        return remove
+
     # EventPublisher
     def publish(self, event: SessionEvent) -> None:
         self.published += 1
@@ -69,31 +93,77 @@ class Bridge:
                 except Exception:
                     log.exception("session event listener failed", event_name=event.name)
 
+    @property
+    def pacing(self) -> DeltaPacing:
+        return self._renderer.pacing
+
+    @pacing.setter
+    def pacing(self, pacing: DeltaPacing) -> None:
+        """Pace OpenClaw deltas by `pacing` from now on (a reloaded configuration)."""
+        self._renderer.pacing = pacing
+
     def _publish(self, event: SessionEvent) -> None:
-        rendered = self._renderer.render(event)
-        frame = encode_event(rendered.name, rendered.payload, droppable=rendered.droppable)
-        self.hub.session_native(event.session_id, event.seq, frame)
-        openclaw = rendered.openclaw
-        if openclaw is not None:
-            if openclaw.agent is not None:
-                frame = encode_event("agent", openclaw.agent, droppable=openclaw.droppable)
-                self.hub.openclaw_stream(event.session_id, frame, tool=openclaw.tool)
-            if openclaw.chat is not None:
-                frame = encode_event("chat", openclaw.chat, droppable=openclaw.droppable)
-                self.hub.openclaw_stream(event.session_id, frame)
-        if rendered.message is not None:
-            self.hub.session_message(event.session_id, encode_event("session.message", rendered.message))
+        session_id = event.session_id
+        takers = self.hub.takers(session_id)
+        if takers.native:
+            frame = encode_event_json("session." + event.name, native_json(event), droppable=event.droppable)
+            self.hub.session_native(session_id, event.seq, frame)
+        compat = self._renderer.compat(event, now=self._clock(), taken=takers.compat)
+        if compat:
+            self._send_compat(session_id, compat)
+        if takers.messages:
+            message = committed_message(event)
+            if message is not None:
+                self.hub.session_message(session_id, encode_event("session.message", message))
+        self._arm()
+
+    def _send_compat(self, session_id: str, payloads: Iterable[CompatPayloads]) -> None:
+        for compat in payloads:
+            if compat.agent is not None and (not compat.tool or self.hub.takes_tool_stream(session_id)):
+                frame = encode_event("agent", compat.agent, droppable=compat.droppable)
+                self.hub.openclaw_stream(session_id, frame, tool=compat.tool)
+            if compat.chat is not None:
+                frame = encode_event("chat", compat.chat, droppable=compat.droppable)
+                self.hub.openclaw_stream(session_id, frame)
+
+    def _arm(self) -> None:
+        """Run `_flush` when the earliest held delta is due (one timer for all runs)."""
+        due = self._renderer.next_deadline()
+        if due is None or (self._timer_due is not None and self._timer_due <= due):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a test feeding events by hand): the next event releases it
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_due = due
+        self._timer = loop.call_later(max(0.0, due - self._clock()), self._flush)
+
+    def _flush(self) -> None:
+        self._timer = self._timer_due = None
+        try:
+            for frames in self._renderer.flush_due(self._clock()):
+                if self.hub.takers(frames.session_id).compat:
+                    self._send_compat(frames.session_id, frames.payloads)
+        except Exception:
+            log.exception("sending held OpenClaw deltas failed")
+        self._arm()
 
     def native_frame_from_record(self, session: SessionRecord, record: EventRecord) -> Frame:
         """A stored event of `session` as its native frame (replays)."""
         event = read_event(record)
         if event.session_key is None and session.keys:
             event = dataclasses.replace(event, session_key=session.keys[0])
-        name, payload = native(event)
-        return encode_event(name, payload, droppable=event.droppable)
+        return encode_event_json("session." + event.name, native_json(event), droppable=event.droppable)
 
     def session_changed(self, session_id: str, reason: str, *, deleted: SessionRecord | None = None) -> None:
         """Broadcast `sessions.changed` to list subscribers (row fetched in the background)."""
+        for listener in list(self._change_listeners):
+            try:
+                listener(session_id, reason)
+            except Exception:
+                log.exception("session change listener failed", reason=reason)
         if self._sessions is None or not any(o.sessions_list for o in self.hub.outlets.values()):
             return
         self._changes.spawn(
@@ -134,5 +204,9 @@ class Bridge:
         await self._changes.join()
 
     async def aclose(self) -> None:
-        """Drop the `sessions.changed` still looking up their session. Idempotent."""
+        """Drop the `sessions.changed` still looking up their session and stop the pacing timer
+        (held deltas are not sent: the runs' final frames carry their whole text). Idempotent."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = self._timer_due = None
         await self._changes.aclose()

@@ -30,6 +30,7 @@ import structlog
 
 from bindings import InboundMessage, ReplyRoute, SessionOrigin, SubmitResult
 from gateway.channel_replies import Owner, ReplyFeed
+from gateway.commands import InboundCommands
 from sessions import SessionManager
 from sessions.errors import SessionsError, StoreUnavailable
 
@@ -45,9 +46,14 @@ class ChannelInputs:
     """Submits chat messages to `manager` and reads their ledger records back. Runs that an
     input starts or joins are claimed on `feed` for the binding that submitted it."""
 
-    def __init__(self, manager: SessionManager, feed: ReplyFeed) -> None:
+    def __init__(
+        self, manager: SessionManager, feed: ReplyFeed, commands: InboundCommands | None = None
+    ) -> None:
         self._manager = manager
         self._feed = feed
+        self._commands = commands
+        """Chat commands, templates and skills (`gateway.commands`); without it messages go to
+        the session manager as they are."""
         self._last_binding: OrderedDict[str, str] = OrderedDict()
         self.accepting = False
         """Whether messages are taken (from `Channels.start()` until the gateway drains)."""
@@ -81,13 +87,25 @@ class ChannelInputs:
             kind=_session_kind(inbound),
             origin=_origin(binding_id, inbound),
         )
-        result = await manager.submit(
-            session=session,
-            message=inbound.text,
-            idempotency_key=key,
-            queue_mode=inbound.queue_mode,
-            source=_source(binding_id, inbound),
-        )
+        source = _source(binding_id, inbound)
+        if self._commands is not None:
+            # Only a sender the binding let through gets here: its access rules cover commands.
+            result = await self._commands.submit(
+                key=inbound.session_key,
+                session=session,
+                message=inbound.text,
+                idempotency_key=key,
+                queue_mode=inbound.queue_mode,
+                source=source,
+            )
+        else:
+            result = await manager.submit(
+                session=session,
+                message=inbound.text,
+                idempotency_key=key,
+                queue_mode=inbound.queue_mode,
+                source=source,
+            )
         if result.status != "started":
             return SubmitResult(status="duplicate", run_id=result.run_id)
         self._remember_binding(inbound.session_key, binding_id)

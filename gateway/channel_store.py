@@ -21,11 +21,10 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bindings import DEDUPE_TTL_S, OutboxRecord, OutboxState, PairingRequest, ReplyRoute, new_pairing_code
 from bindings.access import PAIRING_MAX_PENDING, PAIRING_TTL_S
@@ -37,6 +36,9 @@ from sessions.schema import (
     channel_pairing_approvals,
     channel_pairing_requests,
 )
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 OUTBOX_KEEP_S = 7 * 24 * 3600
 """How long a settled outbox row is kept (a late retry with its key must still find it)."""

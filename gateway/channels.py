@@ -121,7 +121,7 @@ class Channels:
         self._source = source_name(config)
         self.store = ChannelStore(database)
         self.feed = ReplyFeed(fallback=self._fallback)
-        self._inputs = ChannelInputs(state.manager, self.feed)
+        self._inputs = ChannelInputs(state.manager, self.feed, state.commands)
         self._pairing = Pairing(self.store, self._announcer)
         self._reported: dict[str, tuple[str, float | None]] = {}
         self._http = httpx.AsyncClient(timeout=HTTP_TIMEOUT, follow_redirects=False)

@@ -305,6 +305,7 @@ class _Handshake:
             caps=caps,
             client=dict(outcome.client),
             remote=self.remote,
+            credential=outcome.credential,
         )
         outlet.send_response(frames.response_ok(request_id, state.hello_ok(conn, outcome)))
         self.transport.authenticated()

@@ -1,19 +1,24 @@
 """Agents and models from the gateway's config, as `sessions` needs them (`AgentDirectory`).
 
 A profile's system prompt is the agent's `SYSTEM.md` followed by the workspace's `AGENTS.md`
-when there is one. Models come from the catalogue (`agent_core.models`) plus `[[models]]` from
-config; a provider's configured base URL and headers (`[providers.<name>]`, `OPENAI_BASE_URL`)
-apply to every model of that provider, so any OpenAI-compatible server works.
+when there is one, then the list of the agent's skills (`gateway.commands`: name, description and
+file of each, read from disk again when they change). Models come from the catalogue
+(`agent_core.models`) plus `[[models]]` from config; a provider's configured base URL and headers
+(`[providers.<name>]`, `OPENAI_BASE_URL`) apply to every model of that provider, so any
+OpenAI-compatible server works.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 from agent_core import Model
 from agent_core.errors import ModelNotFoundError
 from agent_core.models import register_models_from_config, resolve_model
+from gateway.commands.library import Library
+from gateway.commands.skills import Skill, skills_prompt
 from gateway.config import GatewayConfig
 from sessions.errors import NotFound
 from sessions.profiles import AgentProfile
@@ -29,6 +34,12 @@ class Directory:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
         self._profiles: dict[str, AgentProfile] = {}
+        # Per agent: the skills of the last scan its prompt was built from, and that profile.
+        self._with_skills: dict[str, tuple[list[Skill], AgentProfile]] = {}
+        self.library = Library(
+            home=config.home, skill_dirs=config.skills.dirs, prompt_dirs=config.prompts.dirs
+        )
+        """The agents' skills and prompt templates."""
         models = [m.model_dump() for m in config.models]
         if models:
             register_models_from_config(models)
@@ -41,6 +52,25 @@ class Directory:
         return [self.profile(agent_id) for agent_id in self.config.agent_ids]
 
     def profile(self, agent_id: str) -> AgentProfile:
+        """The agent's profile, its current skills listed at the end of its system prompt.
+        Raises NotFound for an unknown agent."""
+        base = self._base_profile(agent_id)
+        skills = self.library.skills(Path(base.workspace or ""))
+        known = self._with_skills.get(agent_id)
+        if known is not None and known[0] is skills:  # the same scan: the same prompt
+            return known[1]
+        section = skills_prompt(skills)
+        profile = base
+        if section:
+            prompt = f"{base.system_prompt.rstrip()}\n\n{section}\n"
+            if known is not None and known[1].system_prompt == prompt:
+                profile = known[1]  # a rescan that found the same: keep the profile
+            else:
+                profile = dataclasses.replace(base, system_prompt=prompt)
+        self._with_skills[agent_id] = (skills, profile)
+        return profile
+
+    def _base_profile(self, agent_id: str) -> AgentProfile:
         cached = self._profiles.get(agent_id)
         if cached is not None:
             return cached

@@ -6,11 +6,15 @@ per-connection `seq` spliced in. Each connection has a bounded send buffer drain
 stalls a session or the other clients. Durable session events can always be recovered with
 `sessions.events.subscribe {afterSeq}`, whose replay the hub paces (`gateway.replay`).
 
-Routing an event costs O(its recipients), not O(all connections): the hub indexes, per session,
-the connections following it, and keeps apart the readers that get every session's
-`agent`/`chat` frames (no `session-scoped-events` cap). It also indexes subscriptions made by key
-before any session used the key, and subscribe calls still looking a key up; `session_named` turns
-them into session subscriptions when the key's session publishes its first event.
+Routing an event costs O(its recipients), not O(all connections): the hub indexes, per session and
+per wire shape, the connections that take it (native `session.*` followers, `session.message`
+followers, OpenClaw `agent`/`chat` takers that scoped their streams to the sessions they follow),
+and keeps apart the readers that get every session's `agent`/`chat` frames (read scope, no
+`session-scoped-events` cap, no `native-events-only` cap). The indexes change on subscribe,
+unsubscribe and close; `takers` reads them, so that the bridge renders and serialises a shape
+only when some connection takes it. The hub also indexes subscriptions made by key before any
+session used the key, and subscribe calls still looking a key up; `session_named` turns them into
+session subscriptions when the key's session publishes its first event.
 
 Back-pressure below the hub: uvicorn's WebSocket `send` waits while the socket's transport is
 paused (its write buffer is over the high-water mark), so a client that stops reading blocks only
@@ -22,10 +26,11 @@ transport gives the close frame a bounded time and then aborts the socket.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.outlet import Outlet
-from gateway.protocol.frames import EventTemplate, encode_event_template
+from gateway.protocol.frames import EventTemplate, encode_event_template, event_template_from_json
 
 Frame = EventTemplate
 """A serialised event waiting for each connection's `seq` (see `EventTemplate`)."""
@@ -40,6 +45,28 @@ def encode_event(
     return encode_event_template(event, payload, state_version, droppable=droppable)
 
 
+def encode_event_json(event: str, payload_json: str, *, droppable: bool = False) -> Frame:
+    """`encode_event` for a payload already serialised as compact JSON text."""
+    return event_template_from_json(event, payload_json, droppable=droppable)
+
+
+@dataclass(frozen=True, slots=True)
+class Takers:
+    """Which wire shapes of a session's events some connection takes right now."""
+
+    native: bool
+    """`session.*` frames (a native follower, a replay's hold included)."""
+    messages: bool
+    """`session.message` frames."""
+    compat: bool
+    """OpenClaw `agent` / `chat` frames (`Hub.takes_tool_stream` says whether the tool stream)."""
+
+
+def takes_compat(outlet: Outlet) -> bool:
+    """Whether the connection may get OpenClaw `agent`/`chat` frames at all."""
+    return READ_SCOPE in outlet.scopes and "native-events-only" not in outlet.caps
+
+
 class Hub:
     """Registry of outlets and the fan-out of every kind of event."""
 
@@ -49,9 +76,13 @@ class Hub:
         """Native session events queued to followers (since start)."""
         self.slow_consumers = 0
         """Connections closed because they fell too far behind (since start)."""
-        self._followers: dict[str, dict[str, Outlet]] = {}
+        # Per session id, by connection id: who takes each shape of its events.
+        self._native: dict[str, dict[str, Outlet]] = {}
+        self._messages: dict[str, dict[str, Outlet]] = {}
+        self._compat_scoped: dict[str, dict[str, Outlet]] = {}
         self._key_waiters: dict[str, dict[str, Outlet]] = {}
         self._all_sessions_readers: dict[str, Outlet] = {}
+        """Connections that get every session's `agent`/`chat` frames."""
 
     def __len__(self) -> int:
         return len(self.outlets)
@@ -59,7 +90,7 @@ class Hub:
     def register(self, outlet: Outlet) -> None:
         """Make an authenticated outlet reachable by events (its writer is already running)."""
         self.outlets[outlet.conn_id] = outlet
-        if READ_SCOPE in outlet.scopes and "session-scoped-events" not in outlet.caps:
+        if takes_compat(outlet) and "session-scoped-events" not in outlet.caps:
             self._all_sessions_readers[outlet.conn_id] = outlet
         outlet.attach(self)
 
@@ -89,7 +120,11 @@ class Hub:
     # --- the follower index (`gateway.outlet.FollowerIndex`) ---------------------------------
 
     def following_changed(self, outlet: Outlet, session_id: str) -> None:
-        _index(self._followers, session_id, outlet, self._registered(outlet) and outlet.follows(session_id))
+        registered = self._registered(outlet)
+        _index(self._native, session_id, outlet, registered and outlet.follows_natively(session_id))
+        _index(self._messages, session_id, outlet, registered and outlet.wants_messages(session_id))
+        scoped = registered and outlet.conn_id not in self._all_sessions_readers and takes_compat(outlet)
+        _index(self._compat_scoped, session_id, outlet, scoped and outlet.follows(session_id))
 
     def key_wait_changed(self, outlet: Outlet, key: str) -> None:
         _index(self._key_waiters, key, outlet, self._registered(outlet) and outlet.waits_for(key))
@@ -115,9 +150,22 @@ class Hub:
             if scope is None or scope in outlet.scopes:
                 outlet.send_event(frame)
 
+    def takers(self, session_id: str) -> Takers:
+        """Which shapes of `session_id`'s events some connection takes now."""
+        return Takers(
+            native=session_id in self._native,
+            messages=session_id in self._messages,
+            compat=bool(self._all_sessions_readers) or session_id in self._compat_scoped,
+        )
+
+    def takes_tool_stream(self, session_id: str) -> bool:
+        """Whether some taker of the session's `agent` frames has the cap `tool-events`."""
+        scoped = self._compat_scoped.get(session_id, {})
+        return any("tool-events" in o.caps for o in (*self._all_sessions_readers.values(), *scoped.values()))
+
     def session_native(self, session_id: str, session_seq: int, frame: Frame) -> None:
         """A durable `session.*` event: to every connection following the session natively."""
-        bucket = self._followers.get(session_id)
+        bucket = self._native.get(session_id)
         if not bucket:
             return
         for outlet in list(bucket.values()):
@@ -128,24 +176,21 @@ class Hub:
         """`agent`/`chat` frames: every reader, or only subscribers for session-scoped clients.
         A connection that declared the cap `native-events-only` gets none (it follows the
         native `session.*` stream, which carries the same information)."""
-        bucket = self._followers.get(session_id)
-        recipients = dict(self._all_sessions_readers)
-        if bucket:
-            recipients.update(bucket)
-        for outlet in list(recipients.values()):
-            if READ_SCOPE not in outlet.scopes or "native-events-only" in outlet.caps:
+        scoped = self._compat_scoped.get(session_id)
+        for recipients in (self._all_sessions_readers, scoped):
+            if not recipients:
                 continue
-            if tool and "tool-events" not in outlet.caps:
-                continue
-            outlet.send_event(frame)
+            for outlet in list(recipients.values()):
+                if tool and "tool-events" not in outlet.caps:
+                    continue
+                outlet.send_event(frame)
 
     def session_message(self, session_id: str, frame: Frame) -> None:
-        bucket = self._followers.get(session_id)
+        bucket = self._messages.get(session_id)
         if not bucket:
             return
         for outlet in list(bucket.values()):
-            if outlet.wants_messages(session_id):
-                outlet.send_event(frame)
+            outlet.send_event(frame)
 
     def sessions_changed(self, frame: Frame) -> None:
         for outlet in list(self.outlets.values()):

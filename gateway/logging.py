@@ -12,6 +12,12 @@ here. Their routine lines (every WebSocket accepted, opened and closed; every st
 shutdown step, which `gatewayd` reports in its own words) are logged at debug instead of info,
 and the `color_message` uvicorn attaches to some records is dropped: at info a terminal shows
 what an operator acts on.
+
+structlog is imported on first use, not with this module: the configuration modules import the
+redaction functions here, and structlog pulls in rich and pygments (its console exception
+formatter) whenever they are installed. `configure_logging` hides rich from that first import
+unless the console format writes to a terminal; `gatewayd` calls `import_structlog_for` before
+it loads anything else, since its configuration's modules may import structlog themselves.
 """
 
 from __future__ import annotations
@@ -22,10 +28,10 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-import structlog
-from structlog.typing import EventDict, Processor, WrappedLogger
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, Processor, WrappedLogger
 
 LogFormat = Literal["auto", "json", "console"]
 REDACTED = "***"
@@ -188,6 +194,8 @@ def configure_logging(
     number = _level_number(level)
     out = stream if stream is not None else sys.stderr
     use_json = fmt == "json" or (fmt == "auto" and not _isatty(out))
+    _import_structlog(with_rich=not use_json and _isatty(out))
+    import structlog
 
     # JSON lines carry the full UTC timestamp; a terminal shows local wall-clock time.
     stamper = (
@@ -264,7 +272,10 @@ def reset_logging() -> None:
             root.removeHandler(existing)
     for name in _ROUTINE_LOGGERS:
         _replace_routine_filter(logging.getLogger(name), install=False)
-    structlog.reset_defaults()
+    if "structlog" in sys.modules:  # nothing to undo otherwise
+        import structlog
+
+        structlog.reset_defaults()
 
 
 def _replace_routine_filter(logger: logging.Logger, *, install: bool) -> None:
@@ -276,7 +287,37 @@ def _replace_routine_filter(logger: logging.Logger, *, install: bool) -> None:
 
 def get_logger(name: str | None = None, **initial: Any) -> Any:
     """A structlog logger bound to `initial` values."""
+    import structlog
+
     return structlog.get_logger(name, **initial)
+
+
+def import_structlog_for(stream: TextIO | None = None) -> None:
+    """Import structlog now, with its console extras only if `stream` (default stderr) is a
+    terminal. For a program whose modules may import structlog before it can call
+    `configure_logging` (which makes the same choice, if structlog is not imported yet)."""
+    _import_structlog(with_rich=_isatty(stream if stream is not None else sys.stderr))
+
+
+def _import_structlog(*, with_rich: bool) -> None:
+    """Import structlog if nothing has yet, with rich hidden from it unless `with_rich`.
+
+    structlog's first import also imports rich (and pygments) when installed, only to format
+    exceptions on a console: 35 ms of the daemon's start-up and 4 MB. A `None` entry in
+    `sys.modules` makes its `import rich` fail, so it falls back to plain tracebacks; the entry is
+    removed at once, so that a later `import rich` still works. A process that imported structlog
+    or rich before keeps what it has.
+    """
+    if with_rich or "structlog" in sys.modules or "rich" in sys.modules:
+        import structlog
+
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]
+    try:
+        import structlog  # noqa: F401
+    finally:
+        if sys.modules.get("rich", False) is None:
+            del sys.modules["rich"]
 
 
 def _isatty(stream: TextIO) -> bool:

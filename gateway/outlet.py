@@ -2,7 +2,9 @@
 task, and what it follows.
 
 Send buffer. Everything the gateway sends to a connection (responses and events) is queued in
-one buffer of at most `max_buffered_bytes` (UTF-8 JSON) and written by one writer task. When a
+one buffer of at most `max_buffered_bytes` (UTF-8 JSON) and written by one writer task. An event
+waits as the shared template and this connection's `seq` (its text is made when it is written),
+so a large frame fanned out to many connections is held once, not once per connection. When a
 frame does not fit and the buffer is not empty:
 
 - a droppable event (see `EventTemplate.droppable`) is dropped; it still consumes its `seq`, so
@@ -130,7 +132,8 @@ class Outlet:
         self.sessions_list = False
         """Whether the connection gets `sessions.changed` (`sessions.subscribe`)."""
         self._on_close = on_close
-        self._queue: deque[tuple[str, int]] = deque()
+        self._queue: deque[tuple[str | EventTemplate, int, int]] = deque()
+        """(response text or event template, the event's `seq`, UTF-8 size), oldest first."""
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
         self._sending = False
@@ -211,20 +214,20 @@ class Outlet:
 
     def send_response(self, text: str) -> None:
         """Queue a response. Responses are never dropped; they count against the buffer."""
-        self._push(text, len(text.encode("utf-8")), droppable=False)
+        self._push(text, 0, _utf8_size(text), droppable=False)
 
     def send_raw(self, text: str) -> None:
         """Queue a frame without `seq` (the challenge)."""
-        self._push(text, len(text.encode("utf-8")), droppable=False)
+        self._push(text, 0, _utf8_size(text), droppable=False)
 
     def send_event(self, frame: EventTemplate) -> None:
         """Give the event this connection's next `seq` and queue it (see the overflow policy)."""
         if self.closed:
             return
         self.seq += 1
-        self._push(frame.with_seq(self.seq), frame.byte_size(self.seq), droppable=frame.droppable)
+        self._push(frame, self.seq, frame.byte_size(self.seq), droppable=frame.droppable)
 
-    def _push(self, text: str, size: int, *, droppable: bool) -> None:
+    def _push(self, item: str | EventTemplate, seq: int, size: int, *, droppable: bool) -> None:
         if self.closed:
             return
         if self.buffered + size > self.max_buffered_bytes and self._queue:
@@ -233,7 +236,7 @@ class Outlet:
                 return
             self.kill(CloseCode.POLICY_VIOLATION, "slow consumer")
             return
-        self._queue.append((text, size))
+        self._queue.append((item, seq, size))
         self.buffered += size
         self._wake.set()
 
@@ -259,7 +262,8 @@ class Outlet:
                     continue
                 if self._write_direct():
                     continue
-                text, size = self._queue.popleft()
+                item, seq, size = self._queue.popleft()
+                text = _text(item, seq)
                 self.buffered -= size
                 self._room.set()
                 self._sending = True
@@ -281,11 +285,12 @@ class Outlet:
     def _write_direct(self) -> bool:
         """Hand every queued frame (up to a bound) to the socket in one write when it can take
         them now; False when it cannot (nothing is taken from the queue then)."""
-        count = min(len(self._queue), DIRECT_BATCH)
-        if not self.transport.write_now([self._queue[i][0] for i in range(count)]):
+        queue = self._queue
+        count = min(len(queue), DIRECT_BATCH)
+        if not self.transport.write_now([_text(queue[i][0], queue[i][1]) for i in range(count)]):
             return False
         for _ in range(count):
-            self.buffered -= self._queue.popleft()[1]
+            self.buffered -= queue.popleft()[2]
         self.written_direct += count
         self._room.set()
         return True
@@ -451,6 +456,10 @@ class Outlet:
         """Whether the outlet follows the session in any way (native events or messages)."""
         return session_id in self._native or session_id in self._messages
 
+    def follows_natively(self, session_id: str) -> bool:
+        """Whether the outlet follows the session's native events (live, or held for a replay)."""
+        return session_id in self._native
+
     def followed_sessions(self) -> Iterable[str]:
         return set(self._native) | self._messages
 
@@ -479,6 +488,15 @@ class Outlet:
     def _key_changed(self, key: str) -> None:
         if self._index is not None:
             self._index.key_wait_changed(self, key)
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def _text(item: str | EventTemplate, seq: int) -> str:
+    """A queued frame's text: a response as it is, an event with its `seq` spliced in."""
+    return item if isinstance(item, str) else item.with_seq(seq)
 
 
 class _ReplayTarget:

@@ -25,17 +25,23 @@ from gateway import __version__
 from gateway.auth import AuthConfig, FailureDelays, check_origin
 from gateway.background import Background
 from gateway.bridge import Bridge
+from gateway.commands import InboundCommands, RegisteredExtensionCommands
+from gateway.health import SessionsSummary
 from gateway.hub import Hub, encode_event
 from gateway.loop_lag import LagProbe
 from gateway.outlet import Outlet
+from gateway.presence import PresenceChanges, PresenceFeed, presence_entry
 from gateway.protocol import frames, handshake
 from gateway.protocol.methods import EVENTS, METHODS
 from gateway.rows import session_row
 from gateway.tokens import Tokens
+from sessions import SessionEvent, StatusChanged
 
 if TYPE_CHECKING:
+    from gateway.automation import Automation
     from gateway.directory import Directory
     from gateway.door import Door
+    from gateway.extensions.runtime import Extensions
     from gateway.methods.base import ConnState
     from sessions import SessionManager, Store
 
@@ -113,14 +119,18 @@ class GatewayState:
         self.stopping = False
         self.started_at = time.time()
         self.boot_id = str(uuid.uuid4())
-        self.presence_version = 1
         self.health_version = 1
         self.background = Background("gateway")
         self.loop_lag = LagProbe()
         """Event-loop lag, started and closed by the app with the tick task."""
         self.sandbox_status: Callable[[], dict[str, Any]] | None = None
         """The `sandbox` object of health and status: mode, runner, confined (set by the app)."""
-        self._presence: dict[str, dict[str, Any]] = {}
+        self.presence = PresenceFeed(self._send_presence)
+        """Connected clients' presence entries; changes go out coalesced (`gateway.presence`)."""
+        self.sessions_summary = SessionsSummary(lambda limit: store.tree.list_sessions(limit=limit))
+        """What `health` reports of the sessions, from memory (`gateway.health`)."""
+        bridge.add_change_listener(lambda session_id, reason: self.sessions_summary.stale())
+        bridge.add_listener(self._session_event)
         self.limits = limits
         self.parser = _parser(limits)
         self.auth_failures = _failure_delays(limits)
@@ -128,6 +138,17 @@ class GatewayState:
         """Named, scoped tokens and the connections that use them."""
         self.door: Door | None = None
         """The front door of the server, when it has one (set by the app)."""
+        self.extensions: Extensions | None = None
+        """MCP servers and Python extensions (`mcp.*`, `extensions.*`), set by the app."""
+        self.automation: Automation | None = None
+        """Cron jobs and webhooks (`gateway.automation`), set by the app once they are built."""
+        self.commands = InboundCommands(
+            manager=manager,
+            directory=lambda: self.directory,
+            notify=bridge.session_changed,
+            extensions=RegisteredExtensionCommands(),
+        )
+        """Chat commands, skills and prompt templates in messages on their way to the agent."""
 
     def set_limits(self, limits: Limits) -> None:
         """Apply limits on reload (connections read them when they start). Known failed
@@ -148,7 +169,13 @@ class GatewayState:
         self.background.adopt(task)
 
     async def cancel_tasks(self) -> None:
+        self.presence.close()
+        await self.sessions_summary.aclose()
         await self.background.aclose()
+
+    def _session_event(self, event: SessionEvent) -> None:
+        if isinstance(event.data, StatusChanged):  # a run started or ended: `updatedAt` moved
+            self.sessions_summary.stale()
 
     async def tick_loop(self) -> None:
         """`tick` every `tickIntervalMs` and `health` about every minute, until cancelled. A
@@ -170,6 +197,7 @@ class GatewayState:
         self.health_version += 1
         snapshot = await self.health_snapshot()
         self.hub.broadcast(encode_event("health", snapshot, state_version=self.state_version()))
+        self.sessions_summary.stale()  # the next minute's broadcast shows what changed meanwhile
 
     # --- handshake ----------------------------------------------------------------------------
 
@@ -177,14 +205,15 @@ class GatewayState:
         return check_origin(origin, host, self.allowed_origins)
 
     def hello_ok(self, conn: ConnState, accepted: handshake.ConnectAccepted) -> dict[str, Any]:
+        presence, presence_version = self.presence.snapshot()
         return handshake.build_hello_ok(
             server_version=__version__,
             conn_id=conn.conn_id,
             methods=sorted(set(METHODS)),
             events=list(EVENTS),
-            presence=self.presence_list(),
+            presence=presence,
             health=self._health_sync(),
-            state_version=self.state_version(),
+            state_version={"presence": presence_version, "health": self.health_version},
             uptime_ms=int((time.time() - self.started_at) * 1000),
             role=accepted.role,
             scopes=list(accepted.scopes),
@@ -199,35 +228,21 @@ class GatewayState:
         )
 
     def on_connect(self, conn: ConnState) -> None:
-        client = conn.client
-        if client.get("mode") not in (None, "cli") or client.get("instanceId"):
-            self._presence[conn.conn_id] = {
-                "ts": _now(),
-                "instanceId": client.get("instanceId") or conn.conn_id,
-                "mode": client.get("mode"),
-                "platform": client.get("platform"),
-                "version": client.get("version"),
-                "host": client.get("host"),
-                "scopes": sorted(conn.scopes),
-            }
-            self._presence_changed()
+        entry = presence_entry(conn.conn_id, conn.client, conn.scopes, _now())
+        if entry is not None:
+            self.presence.connect(conn.conn_id, entry)
 
     def on_disconnect(self, conn: ConnState) -> None:
-        if self._presence.pop(conn.conn_id, None) is not None:
-            self._presence_changed()
+        self.presence.disconnect(conn.conn_id)
 
-    def _presence_changed(self) -> None:
-        self.presence_version += 1
+    def _send_presence(self, changes: PresenceChanges) -> None:
+        state_version = {"presence": changes.version, "health": self.health_version}
         self.hub.broadcast(
-            encode_event("presence", {"presence": self.presence_list()}, state_version=self.state_version()),
-            scope="operator.read",
+            encode_event("presence", changes.payload(), state_version=state_version), scope="operator.read"
         )
 
-    def presence_list(self) -> list[dict[str, Any]]:
-        return list(self._presence.values())
-
     def state_version(self) -> dict[str, int]:
-        return {"presence": self.presence_version, "health": self.health_version}
+        return {"presence": self.presence.version, "health": self.health_version}
 
     # --- snapshots ----------------------------------------------------------------------------
 
@@ -262,14 +277,15 @@ class GatewayState:
         }
 
     async def health_snapshot(self) -> dict[str, Any]:
+        """The `health` object; the sessions part comes from memory (`sessions_summary`)."""
         started = time.perf_counter()
         snapshot = self._health_sync()
-        records, total = await self.store.tree.list_sessions(limit=5)
+        summary = await self.sessions_summary.current()
         now = _now()
-        snapshot["sessions"]["count"] = total
+        snapshot["sessions"]["count"] = summary.count
         snapshot["sessions"]["recent"] = [
             {"key": (r.keys or [None])[0], "updatedAt": r.updated_at, "age": max(0, now - r.updated_at)}
-            for r in records
+            for r in summary.recent
         ]
         snapshot["durationMs"] = int((time.perf_counter() - started) * 1000)
         return snapshot

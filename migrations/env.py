@@ -12,7 +12,6 @@ import asyncio
 
 from alembic import context
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from sessions.schema import metadata
 
@@ -31,6 +30,9 @@ def _run(connection: Connection) -> None:
 
 
 async def _run_with_url(url: str) -> None:
+    # Imported here: the store's path (a connection given) never loads the asyncio package.
+    from sqlalchemy.ext.asyncio import create_async_engine
+
     engine = create_async_engine(url)
     try:
         async with engine.begin() as conn:

@@ -38,7 +38,7 @@ from sessions.event_payloads import (
     UnknownPayload,
     read_payload,
 )
-from sessions.input_ledger import FINAL_INPUT_STATUSES, WAITING_INPUT_STATUSES
+from sessions.input_ledger import FINAL_INPUT_STATUSES, WAITING_INPUT_STATUSES, InputClaim
 from sessions.inputs import SubmitResult
 from sessions.journal import Journal, JournalItem
 from sessions.keys import agent_from_key, kind_from_key
@@ -66,6 +66,7 @@ __all__ = [
     "EventPayload",
     "EventPublisher",
     "EventRecord",
+    "InputClaim",
     "InputRecord",
     "InvalidRequest",
     "InvalidTransition",

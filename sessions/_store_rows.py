@@ -9,9 +9,22 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Row
 
+from sessions._json import dumps
 from sessions.errors import InvalidRequest
 from sessions.records import EntryRecord, EventRecord, InputRecord, RunRecord, SessionRecord
 from sessions.schema import EntryKind, InputStatus, RunStatus, SessionKind, SessionStatus
+
+__all__ = [
+    "AnyRow",
+    "dumps",
+    "entry_record",
+    "event_record",
+    "input_record",
+    "loads",
+    "parse",
+    "run_record",
+    "session_record",
+]
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -26,14 +39,6 @@ def parse(kind: type[E], value: E | str, what: str) -> E:
     except ValueError:
         accepted = ", ".join(member.value for member in kind)
         raise InvalidRequest(f"{what} must be one of {accepted}; got {value!r}") from None
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON text; raise InvalidRequest for values JSON cannot hold."""
-    try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as error:
-        raise InvalidRequest(f"not storable as JSON: {error}") from error
 
 
 def loads(value: str | None) -> Any:
@@ -106,8 +111,9 @@ def run_record(row: AnyRow) -> RunRecord:
     )
 
 
-def input_record(row: AnyRow) -> InputRecord:
-    m = row._mapping
+def input_record(row: AnyRow | Mapping[str, Any]) -> InputRecord:
+    """An input from its row, or from its columns by name."""
+    m = row if isinstance(row, Mapping) else row._mapping
     return InputRecord(
         idempotency_key=m["idempotency_key"],
         seq=m["seq"],

@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ColumnElement, Select, bindparam, func, literal, select, union_all
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sessions import _store_rows as rows
 from sessions.errors import NotFound, StoreError
 from sessions.records import ContextEntry, EntryRecord, SessionRecord, TreeNode
 from sessions.schema import EntryKind, entries, sessions
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 Segment = tuple[str, int | None]
 Start = tuple[int, int]

@@ -18,8 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import TypeAdapter
-
 from agent_core import (
     AgentMessage,
     CustomMessage,
@@ -27,6 +25,7 @@ from agent_core import (
     TextContent,
     UserMessage,
     parse_message,
+    parse_message_json,
 )
 
 __all__ = [
@@ -44,9 +43,6 @@ SUMMARY_PREFIX = (
     "The conversation so far was compacted. This summary stands for the earlier messages:\n\n<summary>\n"
 )
 SUMMARY_SUFFIX = "\n</summary>"
-
-# The same validation as `agent_core.parse_message`, from JSON text.
-_MESSAGE_JSON: TypeAdapter[AgentMessage] = TypeAdapter(AgentMessage)
 
 
 @dataclass(frozen=True)
@@ -131,5 +127,5 @@ def _payload(entry: Any) -> dict[str, Any]:
 def _message(entry: Any) -> AgentMessage:
     payload = entry.payload
     if isinstance(payload, str):
-        return _MESSAGE_JSON.validate_json(payload)
+        return parse_message_json(payload)
     return parse_message(payload)

@@ -7,13 +7,18 @@
   asyncio lock, in `BEGIN IMMEDIATE` transactions: the write lock is taken up front, so a write
   never fails half way on a lock upgrade. Reads use a small pool of `query_only` connections in
   deferred `BEGIN` transactions (a consistent snapshot across several statements; WAL lets them run
-  beside the writer). A `:memory:` database has one connection, used by reads and writes in turn.
+  beside the writer). The hot writes (appends of entries and events, the journal's group commits
+  above all, and run records) take `write_direct()` instead: a direct `sqlite3` connection whose
+  statements run on the loop's thread and whose commit runs on a thread of its own
+  (`sessions._sqlite_writer`), under the same write lock. The database must be a file: an
+  in-memory one could not be shared by the two writers.
 - PostgreSQL (`asyncpg`): one pooled engine by URL alone. A `?schema=NAME` query parameter (ours,
-  not the driver's) keeps every table in that schema, created when missing.
+  not the driver's) keeps every table in that schema, created when missing. `write_direct()`
+  uses a pooled connection's asyncpg driver directly: one round trip per statement.
 
-Every SQLAlchemy, driver and socket error raised inside `read()` / `write()` leaves as a
-`sessions.errors` exception (see `translate`): a locked, busy or unreachable database is a
-retryable `StoreUnavailable`, anything else a `StoreError`.
+Every SQLAlchemy, driver and socket error raised inside `read()`, `write()` and
+`write_direct()` leaves as a `sessions.errors` exception (see `translate`): a locked, busy or
+unreachable database is a retryable `StoreUnavailable`, anything else a `StoreError`.
 """
 
 from __future__ import annotations
@@ -21,18 +26,23 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Table, event, exc, text
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.pool import StaticPool
 
+from sessions._async_engine import create_async_engine
+from sessions._direct_write import DirectWrite, PostgresWrite, SqliteWrite
+from sessions._sqlite_writer import SqliteWriter
 from sessions.errors import SessionsError, StoreClosed, StoreError, StoreUnavailable
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql, sqlite
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 __all__ = ["Database", "default_url", "normalize_url", "translate"]
 
@@ -86,6 +96,8 @@ def translate(error: BaseException, *, retry_after_ms: int = _RETRY_LOCKED_MS) -
         return StoreUnavailable("timed out waiting for the database writer", retry_after_ms=retry_after_ms)
     if isinstance(error, exc.DBAPIError):
         return _translate_dbapi(error, retry_after_ms)
+    if isinstance(error, sqlite3.Error) or _is_asyncpg_error(error):
+        return _translate_driver(error, retry_after_ms, interface=_is_asyncpg_interface_error(error))
     if isinstance(error, OSError):
         return StoreUnavailable(f"database unreachable: {error}", retry_after_ms=_RETRY_UNREACHABLE_MS)
     if isinstance(error, exc.SQLAlchemyError):
@@ -95,9 +107,27 @@ def translate(error: BaseException, *, retry_after_ms: int = _RETRY_LOCKED_MS) -
 
 def _translate_dbapi(error: exc.DBAPIError, retry_after_ms: int) -> SessionsError:
     orig = error.orig
-    detail = str(orig) if orig is not None else str(error)
     if error.connection_invalidated:
+        detail = str(orig) if orig is not None else str(error)
         return StoreUnavailable(f"database connection lost: {detail}", retry_after_ms=_RETRY_UNREACHABLE_MS)
+    interface = isinstance(error, exc.InterfaceError)
+    return _translate_driver(orig if orig is not None else error, retry_after_ms, interface=interface)
+
+
+def _is_asyncpg_error(error: BaseException) -> bool:
+    # By module, so that a daemon on SQLite never imports asyncpg to ask.
+    return type(error).__module__.startswith("asyncpg")
+
+
+def _is_asyncpg_interface_error(error: BaseException) -> bool:
+    """asyncpg's errors of the client side of a connection (closed, broken, misused)."""
+    return _is_asyncpg_error(error) and any(cls.__name__ == "InterfaceError" for cls in type(error).__mro__)
+
+
+def _translate_driver(orig: BaseException, retry_after_ms: int, *, interface: bool) -> SessionsError:
+    """The store's error for a driver's (`orig`); `interface`: an error of the client side of
+    the connection rather than of the database."""
+    detail = str(orig)
     if any(word in detail.lower() for word in _SQLITE_BUSY_WORDS):
         return StoreUnavailable(f"database is locked: {detail}", retry_after_ms=retry_after_ms)
     sqlstate = getattr(orig, "sqlstate", None)
@@ -105,7 +135,7 @@ def _translate_dbapi(error: exc.DBAPIError, retry_after_ms: int) -> SessionsErro
         sqlstate in _PG_RETRYABLE_CODES or sqlstate[:2] in _PG_RETRYABLE_CLASSES
     ):
         return StoreUnavailable(f"database busy or unreachable: {detail}", retry_after_ms=retry_after_ms)
-    if isinstance(orig, OSError) or (sqlstate is None and isinstance(error, exc.InterfaceError)):
+    if isinstance(orig, OSError) or (sqlstate is None and interface):
         return StoreUnavailable(f"database unreachable: {detail}", retry_after_ms=_RETRY_UNREACHABLE_MS)
     return StoreError(f"database error: {detail}")
 
@@ -124,6 +154,7 @@ class Database:
         read_lock: asyncio.Lock | None,
         write_wait_ms: int,
         retry_after_ms: int,
+        direct: SqliteWriter | None = None,
     ) -> None:
         self.url = url
         self.schema = schema
@@ -134,6 +165,7 @@ class Database:
         self._read_lock = read_lock
         self._write_wait_s = write_wait_ms / 1000
         self.retry_after_ms = retry_after_ms
+        self._direct = direct
         self._closed = False
 
     @classmethod
@@ -148,7 +180,7 @@ class Database:
 
         `busy_timeout_ms` is how long SQLite waits for another process's lock before a statement
         fails with StoreUnavailable; `write_wait_ms` how long a write waits for this store's own
-        writer. Raise StoreError for an unsupported URL.
+        writer. Raise StoreError for an unsupported URL or an in-memory SQLite database.
         """
         parsed, schema = normalize_url(url)
         retry = max(50, min(busy_timeout_ms, _RETRY_LOCKED_MS))
@@ -165,18 +197,7 @@ class Database:
                 retry_after_ms=retry,
             )
         if parsed.database in (None, "", ":memory:"):
-            engine = _sqlite_engine(parsed, busy_timeout_ms, role="memory", poolclass=StaticPool)
-            lock = asyncio.Lock()
-            return cls(
-                parsed,
-                schema=None,
-                writer=engine,
-                reader=engine,
-                write_lock=lock,
-                read_lock=lock,
-                write_wait_ms=write_wait_ms,
-                retry_after_ms=retry,
-            )
+            raise StoreError("an in-memory SQLite database is not supported; name a database file")
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         writer = _sqlite_engine(parsed, busy_timeout_ms, role="writer", pool_size=1, max_overflow=0)
         reader = _sqlite_engine(parsed, busy_timeout_ms, role="reader", pool_size=4, max_overflow=4)
@@ -189,6 +210,7 @@ class Database:
             read_lock=None,
             write_wait_ms=write_wait_ms,
             retry_after_ms=retry,
+            direct=SqliteWriter(Path(parsed.database), busy_timeout_ms=busy_timeout_ms),
         )
 
     @property
@@ -198,15 +220,20 @@ class Database:
 
     @property
     def sqlite_path(self) -> Path | None:
-        """The SQLite database file, or None (PostgreSQL, in-memory)."""
+        """The SQLite database file, or None (PostgreSQL)."""
         if self.backend != "sqlite" or self.url.database in (None, "", ":memory:"):
             return None
         return Path(str(self.url.database))
 
     def insert(self, table: Table) -> sqlite.Insert | postgresql.Insert:
         """An INSERT into `table` that can carry an ON CONFLICT clause on this backend."""
+        # The dialect modules are imported here: a daemon on SQLite never loads PostgreSQL's.
         if self.backend == "postgresql":
+            from sqlalchemy.dialects import postgresql
+
             return postgresql.insert(table)
+        from sqlalchemy.dialects import sqlite
+
         return sqlite.insert(table)
 
     def write(self) -> AbstractAsyncContextManager[AsyncConnection]:
@@ -216,6 +243,35 @@ class Database:
     def read(self) -> AbstractAsyncContextManager[AsyncConnection]:
         """A read-only transaction (SQLite: one snapshot for every statement in the block)."""
         return self._transaction(self._reader, self._read_lock)
+
+    @asynccontextmanager
+    async def write_direct(self) -> AsyncIterator[DirectWrite]:
+        """A write transaction on the driver itself (see `sessions._direct_write`), committed
+        when the block ends without an exception. SQLite: on the direct connection, under the
+        write lock; a database another process holds is waited for up to `busy_timeout_ms`
+        (asyncio sleeps between tries), then StoreUnavailable. PostgreSQL: on a pooled
+        connection's asyncpg driver."""
+        self._check_open()
+        try:
+            writer = self._direct
+            if writer is not None:
+                async with self._locked(self._write_lock, self._write_wait_s), writer.transaction() as conn:
+                    yield SqliteWrite(conn)
+                return
+            async with self._writer.connect() as pooled:
+                driver: Any = (await pooled.get_raw_connection()).driver_connection
+                try:
+                    async with driver.transaction():
+                        yield PostgresWrite(driver)
+                except BaseException as error:
+                    if _is_asyncpg_interface_error(error) or isinstance(error, OSError):
+                        await pooled.invalidate()  # broken: the pool must not hand it out again
+                    raise
+        except BaseException as error:
+            translated = self._translated(error)
+            if translated is error:
+                raise
+            raise translated from error
 
     @asynccontextmanager
     async def _transaction(
@@ -257,6 +313,8 @@ class Database:
         if self._closed:
             return
         self._closed = True
+        if self._direct is not None:
+            self._direct.close()
         await self._writer.dispose()
         if self._reader is not self._writer:
             await self._reader.dispose()
@@ -268,7 +326,9 @@ class Database:
     def _translated(self, error: BaseException) -> BaseException:
         if isinstance(error, SessionsError | asyncio.CancelledError) or not isinstance(error, Exception):
             return error
-        if not isinstance(error, exc.SQLAlchemyError | OSError | TimeoutError):
+        if not isinstance(error, exc.SQLAlchemyError | sqlite3.Error | OSError | TimeoutError) and not (
+            _is_asyncpg_error(error)
+        ):
             return error
         return translate(error, retry_after_ms=self.retry_after_ms)
 
@@ -300,7 +360,7 @@ def _sqlite_engine(url: URL, busy_timeout_ms: int, *, role: str, **pool: Any) ->
     # the pool's extra ROLLBACK on every check-in would be a wasted round trip to the driver thread.
     engine = create_async_engine(url, pool_reset_on_return=None, **pool)
     pragmas = [f"PRAGMA busy_timeout = {int(busy_timeout_ms)}", "PRAGMA foreign_keys = ON"]
-    if role in ("writer", "memory"):
+    if role == "writer":
         pragmas += ["PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL"]
     else:
         pragmas += ["PRAGMA query_only = ON"]

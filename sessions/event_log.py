@@ -11,17 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 
-from sqlalchemy import and_, case, delete, func, insert, literal, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import and_, case, delete, func, literal, select, update
 
+from sessions import _group_commit as group_commit
 from sessions import _store_rows as rows
 from sessions.db import Database
-from sessions.errors import SeqConflict
 from sessions.records import EventRecord, NewEvent
 from sessions.schema import events, sessions
 from sessions.session_tree import session_row
 
-__all__ = ["EventLog", "append_events", "encode_events"]
+__all__ = ["EventLog"]
 
 
 class EventLog:
@@ -38,9 +37,12 @@ class EventLog:
         Raise SeqConflict (and store nothing) when the seqs do not continue the log, NotFound for
         an unknown session.
         """
-        payloads = encode_events(session_id, items)
-        async with self._db.write() as conn:
-            return await append_events(conn, session_id, items, payloads, self._clock())
+        if not items:
+            await self.last_seq(session_id)  # NotFound for an unknown session
+            return []
+        commit = group_commit.GroupCommit([(session_id, (), items, None)], self._clock())
+        now = (await group_commit.apply(self._db, commit)).now
+        return [EventRecord(session_id, e.seq, e.run_id, e.type, e.payload, now) for e in items]
 
     async def read(self, session_id: str, after_seq: int = 0, limit: int = 1000) -> list[EventRecord]:
         """Stored events with seq > `after_seq`, in order, at most `limit`. Pruning leaves holes;
@@ -90,48 +92,3 @@ class EventLog:
         `after_seq + 1 >= first_seq_after_prune(...)`; otherwise it needs a snapshot.
         """
         return await self.pruned_seq(session_id) + 1
-
-
-def encode_events(session_id: str, items: Sequence[NewEvent]) -> list[str]:
-    """The events' payloads as stored text, before a write transaction opens. Raise SeqConflict
-    unless the seqs increase by one, InvalidRequest for a payload JSON cannot hold."""
-    first = items[0].seq if items else 0
-    for offset, item in enumerate(items):
-        if item.seq != first + offset:
-            raise SeqConflict(session_id, first + offset, item.seq)
-    return [rows.dumps(item.payload) for item in items]
-
-
-async def append_events(
-    conn: AsyncConnection,
-    session_id: str,
-    items: Sequence[NewEvent],
-    payloads: Sequence[str],
-    now: int,
-) -> list[EventRecord]:
-    """Append encoded events inside the caller's transaction (see `EventLog.append`)."""
-    if not items:
-        return []
-    first = items[0].seq
-    # Compare-and-set on last_seq: two writers can never both continue from the same seq.
-    moved = await conn.execute(
-        update(sessions)
-        .where(sessions.c.id == session_id, sessions.c.last_seq == first - 1)
-        .values(last_seq=items[-1].seq)
-    )
-    if moved.rowcount == 0:
-        current = int((await session_row(conn, session_id))._mapping["last_seq"])
-        raise SeqConflict(session_id, current + 1, first)
-    new_rows = [
-        {
-            "session_id": session_id,
-            "seq": item.seq,
-            "run_id": item.run_id,
-            "type": item.type,
-            "payload": payload,
-            "created_at": now,
-        }
-        for item, payload in zip(items, payloads, strict=True)
-    ]
-    await conn.execute(insert(events), new_rows)
-    return [EventRecord(session_id, item.seq, item.run_id, item.type, item.payload, now) for item in items]

@@ -8,11 +8,10 @@ input is recorded before its sender is answered and moves on until it reaches on
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Collection
+from typing import TYPE_CHECKING, Final
 
-from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import select
 
 from sessions import _store_rows as rows
 from sessions.db import Database
@@ -22,12 +21,21 @@ from sessions.records import InputRecord, JSONObject
 from sessions.schema import InputStatus, inputs
 from sessions.session_tree import session_row
 
-__all__ = ["FINAL_INPUT_STATUSES", "WAITING_INPUT_STATUSES", "InputLedger"]
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+__all__ = ["FINAL_INPUT_STATUSES", "WAITING_INPUT_STATUSES", "InputClaim", "InputLedger"]
+
+InputClaim = Callable[["AsyncConnection"], Awaitable[None]]
+"""Writes that must commit with an input or not at all (a scheduled slot, a webhook delivery id):
+run inside the transaction that records a new input, before its row is written. Raising aborts
+the transaction (nothing is recorded) and the exception reaches the caller of `record`."""
 
 FINAL_INPUT_STATUSES: Final = frozenset({InputStatus.DONE, InputStatus.REJECTED, InputStatus.INTERRUPTED})
 """An input in one of these has its outcome recorded."""
 WAITING_INPUT_STATUSES: Final = frozenset({InputStatus.QUEUED, InputStatus.STEERED, InputStatus.FOLLOWUP})
 """Accepted, and not part of a running run yet."""
+_OPEN_STATES: Final = [s.value for s in InputStatus if s not in FINAL_INPUT_STATUSES]
 
 
 class InputLedger:
@@ -47,10 +55,12 @@ class InputLedger:
         queue_mode: str | None = None,
         status: InputStatus | str = InputStatus.QUEUED,
         run_id: str | None = None,
+        claim: InputClaim | None = None,
     ) -> tuple[InputRecord, bool]:
         """Record an accepted input once: `(record, True)` when the key is new, `(the stored
         record, False)` when it was seen before, also by a concurrent call (the other arguments
-        are then ignored). Raise NotFound for an unknown session."""
+        are then ignored). `claim` runs in the same transaction when the key is new (see
+        `InputClaim`). Raise NotFound for an unknown session."""
         values = {
             "idempotency_key": idempotency_key,
             "session_id": session_id,
@@ -66,6 +76,8 @@ class InputLedger:
             if existing is not None:
                 return rows.input_record(existing), False
             await session_row(conn, session_id)
+            if claim is not None:
+                await claim(conn)
             now = self._clock()
             statement = (
                 self._db.insert(inputs)
@@ -96,25 +108,25 @@ class InputLedger:
         """Move an input on; `run_id` None keeps the stored one. Raise InvalidTransition once its
         outcome (one of `FINAL_INPUT_STATUSES`) is recorded, NotFound for an unknown key."""
         state = rows.parse(InputStatus, status, "input status")
-        values: dict[str, Any] = {"status": state.value, "reason": reason}
-        if run_id is not None:
-            values["run_id"] = run_id
-        open_states = [s.value for s in InputStatus if s not in FINAL_INPUT_STATUSES]
-        async with self._db.write() as conn:
-            statement = (
-                update(inputs)
-                .where(inputs.c.idempotency_key == idempotency_key, inputs.c.status.in_(open_states))
-                .values(updated_at=self._clock(), **values)
-                .returning(*inputs.c)
+        # Every run moves its inputs twice: a direct write (`Database.write_direct`).
+        run_ids = [] if run_id is None else [run_id]
+        set_run = "" if run_id is None else "run_id = ?, "
+        columns = ", ".join(column.name for column in inputs.c)
+        async with self._db.write_direct() as tx:
+            found = await tx.fetch(
+                f"UPDATE inputs SET status = ?, reason = ?, {set_run}updated_at = ? "
+                f"WHERE idempotency_key = ? AND status IN ({', '.join('?' * len(_OPEN_STATES))}) "
+                f"RETURNING {columns}",
+                [state.value, reason, *run_ids, self._clock(), idempotency_key, *_OPEN_STATES],
             )
-            row = (await conn.execute(statement)).first()
-            if row is None:
-                current = await _input_row(conn, idempotency_key)
-                if current is None:
+            if not found:
+                query = "SELECT status FROM inputs WHERE idempotency_key = ?"
+                current = await tx.fetch(query, [idempotency_key])
+                if not current:
                     raise NotFound(f"no input {idempotency_key!r}")
                 what = f"input {idempotency_key!r}"
-                raise InvalidTransition(what, current._mapping["status"], state.value, open_states)
-        return rows.input_record(row)
+                raise InvalidTransition(what, current[0][0], state.value, _OPEN_STATES)
+        return rows.input_record(dict(zip(inputs.c.keys(), found[0], strict=True)))
 
     async def with_status(
         self, statuses: Collection[InputStatus | str], session_id: str | None = None

@@ -20,7 +20,7 @@ from agent_core import AgentMessage, TextContent, UserMessage, text_of
 __all__ = ["InputMessage", "as_input", "input_keys_of", "merge_inputs"]
 
 
-class InputMessage(UserMessage):
+class InputMessage(UserMessage, kw_only=True):
     idempotency_key: str
     """The key of the input (the first one of a merged message)."""
     merged_keys: list[str] | None = None
@@ -33,15 +33,14 @@ class InputMessage(UserMessage):
 
 
 def as_input(message: str | AgentMessage, idempotency_key: str) -> InputMessage:
-    """The message of the input `idempotency_key`: a text, a user message (content, timestamp
-    and any other fields kept) or the text of another message."""
+    """The message of the input `idempotency_key`: a text, a user message (its content and
+    timestamp kept) or the text of another message."""
     if isinstance(message, str):
         return InputMessage(content=[TextContent(text=message)], idempotency_key=idempotency_key)
     if isinstance(message, UserMessage):
-        fields = message.dump()
-        fields.pop("mergedKeys", None)
-        fields["idempotencyKey"] = idempotency_key
-        return InputMessage.model_validate(fields)
+        return InputMessage(
+            content=message.content, timestamp=message.timestamp, idempotency_key=idempotency_key
+        )
     return InputMessage(content=[TextContent(text=text_of(message))], idempotency_key=idempotency_key)
 
 

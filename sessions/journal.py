@@ -2,9 +2,18 @@
 before anyone sees them.
 
 Every live session hands its entries and numbered events to the journal. A single writer task
-commits everything that is pending in one transaction (group commit: under load many sessions'
-events share a commit), then publishes the events in the order they were appended. Nothing is
-published before it is durable, so a `seq` a client has seen is never reused after a crash.
+commits everything that is pending in one transaction (group commit: many sessions' events share a
+commit), then publishes the events in the order they were appended. Nothing is published before it
+is durable, so a `seq` a client has seen is never reused after a crash.
+
+Commits are at most one per tick (`tick_s`, 10 ms, counted from the start of the last commit):
+an item appended within a tick of the last commit waits for the tick to end, so a session
+streaming deltas pays one commit per tick, not one per delta, and a busy journal commits whatever
+gathered while the last commit ran. An item appended after a quiet tick is committed at once, and
+so is one whose producer waits for it (`commit`, `flush`, closing) or a full batch (`max_batch`
+items). Each commit is one transaction with one statement per table (`Store.commit_batch`); each
+event's payload is encoded to JSON once, and the published event keeps that text
+(`SessionEvent.data_json`).
 
 Producers: each session has one producer at a time (its lane), which numbers its events and
 appends them without awaiting anything in between, so a session's items are queued in `seq`
@@ -22,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,13 +41,15 @@ import structlog
 
 from sessions.errors import StoreUnavailable
 from sessions.session_events import EventPublisher, SessionEvent
-from sessions.store import BatchItem, NewEntry, NewEvent, Store
+from sessions.store import BatchItem, NewEntry, Store
 
 __all__ = ["Journal", "JournalItem"]
 
 log = structlog.get_logger("sessions.journal")
 
 CLOSE_TIMEOUT_S = 30.0
+TICK_S = 0.010
+FIRST_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 2.0
 
 
@@ -60,15 +72,21 @@ class Journal:
         *,
         max_pending: int = 20_000,
         max_batch: int = 2_000,
+        tick_s: float = TICK_S,
         on_committed: Callable[[list[JournalItem]], None] | None = None,
     ) -> None:
         self._store = store
         self._publisher = publisher
         self._max_pending = max_pending
         self._max_batch = max_batch
+        self._tick_s = tick_s
         self._queue: deque[JournalItem] = deque()
         self._per_session: dict[str, int] = {}
+        # Queued items whose producer waits for them: the writer does not wait out the tick.
+        self._awaited = 0
+        self._last_commit_at = -math.inf
         self._wakeup = asyncio.Event()
+        self._hurry = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
         self._task: asyncio.Task[None] | None = None
@@ -137,16 +155,24 @@ class Journal:
             self._room.clear()
         if item.session_id:
             self._per_session[item.session_id] = self._per_session.get(item.session_id, 0) + 1
+        if item.done is not None:
+            self._awaited += 1
+            self._hurry.set()
+        elif len(self._queue) >= self._max_batch:
+            self._hurry.set()
         self._wakeup.set()
 
     async def _writer(self) -> None:
-        delay = 0.05
+        loop = asyncio.get_running_loop()
+        delay = FIRST_BACKOFF_S
         while True:
             if not self._queue:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
+            await self._wait_for_tick(loop)
             batch = [self._queue[i] for i in range(min(len(self._queue), self._max_batch))]
+            self._last_commit_at = loop.time()
             try:
                 await self._write(batch)
             except StoreUnavailable as exc:
@@ -158,12 +184,22 @@ class Journal:
                 # One item the store refuses must not take the others (or the writer) down.
                 await self._write_one_by_one(batch)
                 continue
-            delay = 0.05
+            delay = FIRST_BACKOFF_S
             for item in batch:
                 self._settle(item, None)
 
+    async def _wait_for_tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wait until a tick has passed since the last commit started, unless a producer waits
+        for a queued item or a full batch is queued."""
+        due = self._last_commit_at + self._tick_s
+        while loop.time() < due and not self._awaited and len(self._queue) < self._max_batch:
+            self._hurry.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(due):
+                    await self._hurry.wait()
+
     async def _write_one_by_one(self, batch: list[JournalItem]) -> None:
-        delay = 0.05
+        delay = FIRST_BACKOFF_S
         for item in batch:
             while True:
                 try:
@@ -187,7 +223,7 @@ class Journal:
 
     async def _write(self, items: Sequence[JournalItem]) -> None:
         real: list[BatchItem] = [
-            (item.session_id, item.entries, [_new_event(e) for e in item.events], item.session_fields)
+            (item.session_id, item.entries, item.events, item.session_fields)
             for item in items
             if item.session_id
         ]
@@ -216,6 +252,8 @@ class Journal:
                     self._on_committed([item])
                 except Exception:
                     log.exception("the journal's commit callback failed")
+        if item.done is not None:
+            self._awaited -= 1
         if item.done is not None and not item.done.done():
             if error is None:
                 item.done.set_result(None)
@@ -223,7 +261,3 @@ class Journal:
                 item.done.set_exception(error)
         if len(self._queue) < self._max_pending:
             self._room.set()
-
-
-def _new_event(event: SessionEvent) -> NewEvent:
-    return NewEvent(seq=event.seq, type=event.name, payload=event.log_payload(), run_id=event.run_id)

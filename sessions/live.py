@@ -63,7 +63,9 @@ class RunState:
     finished: asyncio.Event = field(default_factory=asyncio.Event)
     awaiting_model: bool = False
     last_activity: float = field(default_factory=time.monotonic)
-    partial_text: str = ""
+    partial_chunks: list[str] = field(default_factory=list)
+    """The text deltas of the reply being streamed (joined on demand: appending to one string
+    per delta would copy the whole reply each time)."""
     partial_message_id: str | None = None
     last_message: AgentMessage | None = None
     last_assistant: AssistantMessage | None = None
@@ -94,6 +96,11 @@ class RunState:
             )
         self.prompts.append(message)
         self.input_keys.extend(k for k in message.input_keys if k not in self.input_keys)
+
+    @property
+    def partial_text(self) -> str:
+        """The text streamed so far of the reply being streamed ("" between replies)."""
+        return "".join(self.partial_chunks)
 
     def touch(self) -> None:
         self.last_activity = time.monotonic()

@@ -13,7 +13,8 @@ The manager composes the parts that do the work, each in the module named after 
 - `sessions.runs`: the lifecycle of runs (lane, limiter, recording, driving the agent);
 - `sessions.live_cache`: the live sessions kept in memory;
 - `sessions.compactor`: compactions, on request and before a run;
-- `sessions.aborts`: aborting a run with its sub-agents' runs.
+- `sessions.aborts`: aborting a run with its sub-agents' runs;
+- `sessions.answers`: inputs the caller answers itself (chat commands).
 
 Settings are read at each use: `apply_settings` (a config reload) changes the run limiter's cap
 and the lanes' depth at once, and everything else from the next use on.
@@ -30,10 +31,12 @@ import structlog
 from agent_core import AgentMessage, AssistantMessage, StreamFn, TextContent, UserMessage
 from sessions import compaction
 from sessions.aborts import abort_tree
+from sessions.answers import Answers
 from sessions.compactor import Compactor
 from sessions.errors import InvalidRequest, LaneFull, NotFound, SessionsError, StoreUnavailable
 from sessions.event_payloads import MessageCompleted
 from sessions.ids import new_id
+from sessions.input_ledger import InputClaim
 from sessions.input_message import as_input
 from sessions.inputs import Inputs, SubmitResult
 from sessions.journal import Journal, JournalItem
@@ -106,6 +109,7 @@ class SessionManager:
             on_session_changed=self._session_changed,
         )
         self._queue = QueueModes(self._runs, self._inputs, self._lives, settings=self._current)
+        self._answers = Answers(store, self.journal, lives=self._lives, inputs=self._inputs)
         self._closed = False
         self.started_at = time.time()
 
@@ -254,9 +258,11 @@ class SessionManager:
         idempotency_key: str,
         queue_mode: str | None = None,
         source: dict[str, Any] | None = None,
+        claim: InputClaim | None = None,
     ) -> SubmitResult:
         """Record an inbound message, then act on it. Never runs the same key twice: a key seen
-        before answers `in_flight` or its stored outcome.
+        before answers `in_flight` or its stored outcome. `claim` commits with the input or not
+        at all (`sessions.input_ledger.InputClaim`); what it raises reaches the caller.
 
         Raise StoreUnavailable while the manager is not accepting (starting or stopping),
         LaneFull when the session has too many operations waiting, InvalidRequest for an unknown
@@ -281,6 +287,7 @@ class SessionManager:
             queue_mode=mode,
             status=InputStatus.QUEUED,
             run_id=idempotency_key,
+            claim=claim,
         )
         if not created:
             return await self._inputs.repeat(record, session)
@@ -288,6 +295,44 @@ class SessionManager:
         disposition = await self._queue.dispatch(live, user, mode)
         return SubmitResult(
             run_id=idempotency_key, status="started", session=live.record, disposition=disposition
+        )
+
+    async def accept_answer(
+        self,
+        *,
+        session: SessionRecord,
+        message: str | UserMessage,
+        idempotency_key: str,
+        source: dict[str, Any] | None = None,
+    ) -> SubmitResult:
+        """Record an inbound message the caller answers itself instead of the agent (a chat
+        command), before the sender is answered. `started` obliges the caller to `answer` it
+        once; a key seen before answers `in_flight` or its stored outcome (`sessions.answers`).
+        Raise StoreUnavailable while the manager is not accepting."""
+        if not self._runs.accepting:
+            raise StoreUnavailable("the gateway is not accepting messages right now", retry_after_ms=2000)
+        return await self._answers.accept(
+            session=session, message=message, idempotency_key=idempotency_key, source=source
+        )
+
+    async def answer(
+        self,
+        idempotency_key: str,
+        *,
+        session_id: str,
+        text: str,
+        session_key: str | None = None,
+        duration_ms: int = 0,
+    ) -> None:
+        """Publish the reply to a message `accept_answer` started, as a run of `session_id`
+        (under `session_key`, the key the message was sent to, when given). Raise NotFound for
+        an unknown input or session."""
+        await self._answers.reply(
+            idempotency_key,
+            session_id=session_id,
+            text=text,
+            session_key=session_key,
+            duration_ms=duration_ms,
         )
 
     async def wait_run(self, run_id: str, timeout_s: float | None = None) -> dict[str, Any] | None:

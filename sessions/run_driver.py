@@ -203,12 +203,12 @@ class RunDriver:
         drafts = run.translator.translate(event)
         entries: list[NewEntry] = []
         if isinstance(event, MessageStartEvent) and event.message.role == "assistant":
-            run.partial_text = ""
+            run.partial_chunks = []
             run.partial_message_id = run.translator.message_id
         elif isinstance(event, MessageUpdateEvent) and isinstance(
             event.assistant_message_event, TextDeltaEvent
         ):
-            run.partial_text += event.assistant_message_event.delta
+            run.partial_chunks.append(event.assistant_message_event.delta)
         elif isinstance(event, MessageEndEvent):
             message = event.message
             completed = drafts[0]
@@ -234,7 +234,7 @@ class RunDriver:
         run.last_message = message
         if isinstance(message, AssistantMessage):
             run.awaiting_model = False
-            run.partial_text = ""
+            run.partial_chunks = []
             run.partial_message_id = None
             run.last_assistant = message
             run.add_usage(message.usage)

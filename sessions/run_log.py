@@ -2,7 +2,8 @@
 
 `Store.runs` is a `RunLog`; the rules of every store method are in `sessions.store`. A run is
 recorded as `running` when it starts and finishes exactly once; runs still `running` when the
-daemon starts were cut off by a crash (`sessions.recovery` closes them).
+daemon starts were cut off by a crash (`sessions.recovery` closes them). Every run writes both, so
+they are direct writes (`Database.write_direct`), not SQLAlchemy statements.
 """
 
 from __future__ import annotations
@@ -10,15 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import exc as sa_exc
-from sqlalchemy import insert, select, update
+from sqlalchemy import select
 
 from sessions import _store_rows as rows
+from sessions._direct_write import is_unique_violation
 from sessions.db import Database
 from sessions.errors import Conflict, InvalidRequest, InvalidTransition, NotFound
 from sessions.records import RunRecord
 from sessions.schema import RunStatus, runs
-from sessions.session_tree import session_row
 from sessions.termination import TerminationReason
 
 __all__ = ["RunLog"]
@@ -34,21 +34,19 @@ class RunLog:
     async def create(self, run_id: str, session_id: str) -> RunRecord:
         """Record a run of the session as started now. Raise Conflict when the run id exists,
         NotFound for an unknown session."""
-        async with self._db.write() as conn:
-            await session_row(conn, session_id)
-            if (await conn.execute(select(runs.c.id).where(runs.c.id == run_id))).first() is not None:
-                raise Conflict(f"run {run_id} already exists")
-            now = self._clock()
-            values = {
-                "id": run_id,
-                "session_id": session_id,
-                "status": RunStatus.RUNNING.value,
-                "started_at": now,
-            }
+        now = self._clock()
+        async with self._db.write_direct() as tx:
+            if not await tx.fetch("SELECT 1 FROM sessions WHERE id = ?", [session_id]):
+                raise NotFound(f"no session {session_id}")
             try:
-                await conn.execute(insert(runs).values(**values))
-            except sa_exc.IntegrityError as error:
-                raise Conflict(f"run {run_id} already exists") from error
+                await tx.execute(
+                    "INSERT INTO runs (id, session_id, status, started_at) VALUES (?, ?, ?, ?)",
+                    [run_id, session_id, RunStatus.RUNNING.value, now],
+                )
+            except Exception as error:
+                if is_unique_violation(error):
+                    raise Conflict(f"run {run_id} already exists") from error
+                raise
         return RunRecord(run_id, session_id, RunStatus.RUNNING, None, now, None, None, None)
 
     async def finish(
@@ -65,26 +63,24 @@ class RunLog:
         final = rows.parse(RunStatus, status, "run status")
         if final is RunStatus.RUNNING:
             raise InvalidRequest("a run cannot finish as 'running'")
-        values = {
-            "status": final.value,
-            "termination_reason": None if termination_reason is None else str(termination_reason),
-            "error": error,
-            "result": None if result is None else rows.dumps(result),
-        }
-        async with self._db.write() as conn:
-            statement = (
-                update(runs)
-                .where(runs.c.id == run_id, runs.c.status == RunStatus.RUNNING.value)
-                .values(ended_at=self._clock(), **values)
-                .returning(*runs.c)
+        reason = None if termination_reason is None else str(termination_reason)
+        stored_result = None if result is None else rows.dumps(result)
+        now = self._clock()
+        async with self._db.write_direct() as tx:
+            found = await tx.fetch(
+                "UPDATE runs SET status = ?, termination_reason = ?, ended_at = ?, error = ?, result = ? "
+                "WHERE id = ? AND status = ? RETURNING session_id, started_at",
+                [final.value, reason, now, error, stored_result, run_id, RunStatus.RUNNING.value],
             )
-            row = (await conn.execute(statement)).first()
-            if row is None:
-                current = (await conn.execute(select(runs.c.status).where(runs.c.id == run_id))).scalar()
-                if current is None:
+            if not found:
+                current = await tx.fetch("SELECT status FROM runs WHERE id = ?", [run_id])
+                if not current:
                     raise NotFound(f"no run {run_id}")
-                raise InvalidTransition(f"run {run_id}", current, final.value, {RunStatus.RUNNING.value})
-        return rows.run_record(row)
+                running = {RunStatus.RUNNING.value}
+                raise InvalidTransition(f"run {run_id}", current[0][0], final.value, running)
+        ((session_id, started_at),) = found
+        # The record holds the result as stored (what a later `get` returns), not the caller's object.
+        return RunRecord(run_id, session_id, final, reason, started_at, now, error, rows.loads(stored_result))
 
     async def get(self, run_id: str) -> RunRecord | None:
         async with self._db.read() as conn:

@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     Column,
     Double,
@@ -31,6 +32,7 @@ from sqlalchemy import (
 __all__ = [
     "ChannelOutboxState",
     "EntryKind",
+    "ExtensionTrustState",
     "InputStatus",
     "RunStatus",
     "SessionKind",
@@ -40,14 +42,19 @@ __all__ = [
     "channel_outbox",
     "channel_pairing_approvals",
     "channel_pairing_requests",
+    "cron_jobs",
+    "cron_runs",
     "entries",
     "events",
+    "extension_trust",
+    "extension_trust_changes",
     "gateway_tokens",
     "inputs",
     "metadata",
     "runs",
     "session_keys",
     "sessions",
+    "webhook_deliveries",
 ]
 
 
@@ -100,6 +107,14 @@ class InputStatus(StrEnum):
     DONE = "done"
     REJECTED = "rejected"
     INTERRUPTED = "interrupted"
+
+
+class ExtensionTrustState(StrEnum):
+    """Whether an operator lets a discovered Python extension run (`gateway.extensions.trust`)."""
+
+    PENDING = "pending"
+    ENABLED = "enabled"
+    DISABLED = "disabled"
 
 
 def _one_of(column: str, values: type[StrEnum]) -> str:
@@ -322,4 +337,103 @@ gateway_tokens = Table(
     Column("secret_sha256", String(64), nullable=False, unique=True),
     Column("scopes", Text, nullable=False),
     Column("created_at", BigInteger, nullable=False),
+)
+
+
+# --- Python extensions' trust (written by `gateway.extensions.trust`) -----------------------------
+
+# One row per extension ever discovered, kept when it disappears (so re-installing it does not
+# re-enable code nobody approved under that origin). `origin` is where it was found (entry point
+# or file); a different origin under the same name sends it back to pending.
+extension_trust = Table(
+    "extension_trust",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("state", String(16), nullable=False),
+    Column("origin", Text, nullable=False),
+    Column("discovered_at", BigInteger, nullable=False),
+    Column("changed_at", BigInteger, nullable=False),
+    Column("changed_by", Text, nullable=False),
+    CheckConstraint(_one_of("state", ExtensionTrustState), name="state"),
+)
+
+# Every change of a trust state, with who made it: append-only, the audit trail. `from_state` is
+# null for the first discovery.
+extension_trust_changes = Table(
+    "extension_trust_changes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(64), nullable=False),
+    Column("from_state", String(16), nullable=True),
+    Column("to_state", String(16), nullable=False),
+    Column("origin", Text, nullable=False),
+    Column("actor", Text, nullable=False),
+    Column("at", BigInteger, nullable=False),
+    Index(None, "name"),
+)
+
+
+# --- scheduled and triggered runs (written by `gateway.automation.store`) ------------------------
+
+# A cron job, kept until removed. `schedule`, `payload` and `delivery` are the JSON of their wire
+# objects; `origin_at` is when the job last became live (created, enabled or rescheduled): only
+# slots after it are due.
+cron_jobs = Table(
+    "cron_jobs",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("display_name", Text, nullable=True),
+    Column("description", Text, nullable=True),
+    Column("agent_id", String(200), nullable=False),
+    Column("session_key", String(500), nullable=True),
+    Column("session_target", String(520), nullable=False),
+    Column("wake_mode", String(20), nullable=False),
+    Column("schedule", Text, nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("delivery", Text, nullable=True),
+    Column("catch_up", String(10), nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("delete_after_run", Boolean, nullable=False),
+    Column("origin_at", BigInteger, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    CheckConstraint("catch_up IN ('none', 'latest', 'all')", name="catch_up"),
+)
+
+# One run of a job, written in the transaction that records its input (`id` is the input's
+# idempotency key), so a slot and its input commit together or not at all. `slot` is the instant
+# the run was scheduled for (null for runs started by hand); (job_id, slot) is unique, which is
+# what makes a slot fire once however many schedulers race for it. `delivery` is the JSON of the
+# binding and route the reply was sent to, `delivery_error` why it could not be. Outcomes are
+# read from the input ledger and the run it ended in; the newest rows per job are kept, and the
+# rows of a removed job go with it.
+cron_runs = Table(
+    "cron_runs",
+    metadata,
+    Column("id", String(100), primary_key=True),
+    Column("job_id", ID, nullable=False),
+    Column("slot", BigInteger, nullable=True),
+    Column("trigger", String(20), nullable=False),
+    Column("session_key", String(500), nullable=False),
+    Column("delivery", Text, nullable=True),
+    Column("delivery_error", Text, nullable=True),
+    Column("fired_at", BigInteger, nullable=False),
+    UniqueConstraint("job_id", "slot"),
+    Index(None, "job_id", "fired_at"),
+)
+
+# Webhook deliveries seen, by delivery id (`id:<header>`) and by signature (`sig:<hex>`), each
+# with the run it started. Written with that run's input; kept until `expires_at` (a week for
+# ids, twice the replay window for signatures), then swept.
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("hook", String(64), nullable=False),
+    Column("key", String(200), nullable=False),
+    Column("run_id", String(100), nullable=False),
+    Column("received_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    PrimaryKeyConstraint("hook", "key"),
+    Index(None, "expires_at"),
 )

@@ -10,6 +10,7 @@ turns and times tools. `read_event` turns a stored event back into a `SessionEve
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from agent_core import (
     TurnEndEvent,
     TurnStartEvent,
 )
+from sessions._json import dumps, dumps_event
 from sessions.event_payloads import (
     DROPPABLE,
     AgentFinished,
@@ -66,6 +68,11 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+# A session's key is the same in every event it streams: encode it once (a few thousand live
+# sessions fit; one that falls out is encoded again).
+_key_json = functools.lru_cache(maxsize=4096)(dumps)
+
+
 @dataclass(frozen=True, slots=True)
 class SessionEvent:
     """One durable event of a session: the envelope and its typed payload (`data`)."""
@@ -77,6 +84,8 @@ class SessionEvent:
     session_key: str | None = None
     ts: int = field(default_factory=_now_ms)
     """Wall-clock time of the event, epoch milliseconds."""
+    _data_json: str | None = field(default=None, init=False, repr=False, compare=False)
+    """`data_json()` once it has been asked for (the payload is immutable, so is its text)."""
 
     @property
     def name(self) -> str:
@@ -95,6 +104,26 @@ class SessionEvent:
         if self.session_key is not None:
             out["sessionKey"] = self.session_key
         return out
+
+    def data_json(self) -> str:
+        """`data.dump()` as compact JSON text (non-ASCII kept), encoded on first use and kept with
+        the event: the journal stores it inside `log_json()`, and the gateway may splice it into
+        its frames instead of encoding the payload again. Raise InvalidRequest for a payload JSON
+        cannot hold."""
+        text = self._data_json
+        if text is None:
+            text = dumps_event(self.data.dump())
+            object.__setattr__(self, "_data_json", text)
+        return text
+
+    def log_json(self) -> str:
+        """`log_payload()` as JSON text, built around `data_json()` (the payload is not encoded
+        again). Raise InvalidRequest for a payload JSON cannot hold."""
+        data = self.data_json()
+        head = "{" if data == "{}" else data[:-1] + ","
+        if self.session_key is None:
+            return f'{head}"ts":{self.ts}}}'
+        return f'{head}"ts":{self.ts},"sessionKey":{_key_json(self.session_key)}}}'
 
 
 def read_event(record: EventRecord) -> SessionEvent:

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Generator, Mapping, Sequence
 from enum import Enum
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import ColumnElement, and_, delete, exists, func, insert, or_, select, update
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from sessions import _store_rows as rows
 from sessions import _store_tree as tree_queries
@@ -37,6 +36,9 @@ from sessions.schema import (
     session_keys,
     sessions,
 )
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 __all__ = ["SESSION_TRANSITIONS", "UNSET", "SessionTree"]
 

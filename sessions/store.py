@@ -14,7 +14,7 @@ The areas, each with its SQL in its own module:
 - `store.inputs` (`sessions.input_ledger`): the input ledger.
 
 `commit_batch` writes several sessions' entries, events and status changes in one transaction
-(the journal's group commit).
+(the journal's group commit; `sessions._group_commit` says how).
 
 Rules that hold for every method of the store and its areas:
 
@@ -30,17 +30,18 @@ Rules that hold for every method of the store and its areas:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Generator, Sequence
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import text, update
+from sqlalchemy import inspect, text
 
-from migrations import runner as migration_runner
-from sessions import _store_rows as rows
+from migrations.head import HEAD_REVISION
+from sessions import _group_commit as group_commit
 from sessions import db as _db
-from sessions.errors import NotFound, StoreError
-from sessions.event_log import EventLog, append_events, encode_events
+from sessions._group_commit import BatchItem
+from sessions.errors import StoreError
+from sessions.event_log import EventLog
 from sessions.input_ledger import InputLedger
 from sessions.records import (
     ContextEntry,
@@ -54,9 +55,8 @@ from sessions.records import (
     TreeNode,
 )
 from sessions.run_log import RunLog
-from sessions.schema import SessionStatus, sessions
-from sessions.session_tree import SESSION_TRANSITIONS, UNSET, SessionTree, settings_values, transition
-from sessions.transcripts import PreparedEntries, Transcripts, append_entries
+from sessions.session_tree import SESSION_TRANSITIONS, UNSET, SessionTree
+from sessions.transcripts import Transcripts
 
 __all__ = [
     "SESSION_TRANSITIONS",
@@ -82,9 +82,6 @@ __all__ = [
 ]
 
 default_url = _db.default_url
-
-BatchItem = tuple[str, Sequence[NewEntry], Sequence[NewEvent], Mapping[str, Any] | None]
-"""One session's share of `commit_batch`: (session id, entries, events, settings and/or status)."""
 
 
 def _now_ms() -> int:
@@ -217,55 +214,27 @@ class Store:
     async def commit_batch(self, items: Sequence[BatchItem]) -> None:
         """Apply several sessions' appends and changes in ONE transaction (one disk sync).
 
-        Each item is (session id, entries, events, fields); `fields` may hold settings (as in
-        `tree.update_session`) and `status` (a guarded transition; staying in the same status is
-        allowed). Items apply in order, entries then events then fields. Everything is checked
-        and encoded first; a failure anywhere (the errors of `transcript.append`,
-        `events.append`, `tree.set_status`) leaves the whole batch unwritten.
+        Each item is (session id, entries, events, fields); events are `NewEvent`s or the
+        journal's `SessionEvent`s (stored as `log_json()`, their payload encoded once); `fields`
+        may hold settings (as in `tree.update_session`) and `status` (a guarded transition;
+        staying in the same status is allowed). Items of one session apply in order.
+        Everything is checked and encoded first; a failure anywhere (the errors of
+        `transcript.append`, `events.append`, `tree.set_status`) leaves the whole batch unwritten.
         """
-        # Items of one session are merged (in order) so each session costs one entries insert,
-        # one events insert and one last_seq update per batch, however many items it queued.
-        merged: dict[str, tuple[list[NewEntry], list[NewEvent], list[str], dict[str, Any]]] = {}
-        for session_id, new_entries, new_events, fields in items:
-            slot = merged.setdefault(session_id, ([], [], [], {}))
-            slot[0].extend(new_entries)
-            slot[1].extend(new_events)
-            changes = dict(fields or {})
-            status = changes.pop("status", None)
-            if status is not None:
-                slot[2].append(status)
-            slot[3].update(changes)
-        plan = []
-        for session_id, (new_entries, new_events, statuses, changes) in merged.items():
-            targets = [rows.parse(SessionStatus, status, "session status") for status in statuses]
-            plan.append(
-                (
-                    session_id,
-                    PreparedEntries(new_entries),
-                    new_events,
-                    encode_events(session_id, new_events),
-                    settings_values(changes),
-                    targets,
-                )
-            )
-        async with self._db.write() as conn:
-            now = self._clock()
-            for session_id, prepared, new_events, payloads, values, targets in plan:
-                if prepared.items:
-                    await append_entries(conn, session_id, prepared, now)
-                if new_events:
-                    await append_events(conn, session_id, new_events, payloads, now)
-                for target in targets:
-                    await transition(conn, session_id, target, None, now=now, same_ok=True)
-                if values:
-                    statement = update(sessions).where(sessions.c.id == session_id)
-                    if (await conn.execute(statement.values(updated_at=now, **values))).rowcount == 0:
-                        raise NotFound(f"no session {session_id}")
+        await group_commit.apply(self._db, group_commit.GroupCommit(items, self._clock()))
 
 
 def _upgrade(connection: Any) -> None:
-    """Bring the schema to the newest migration (runs inside the store's write transaction)."""
+    """Bring the schema to the newest migration (runs inside the store's write transaction).
+
+    A database that already records the newest revision is recognised with a plain query; the
+    migration tooling (Alembic, Mako) is loaded only when there is something to upgrade.
+    """
+    if _recorded_revisions(connection) == [HEAD_REVISION]:
+        return
     from alembic.util import CommandError
+
+    from migrations import runner as migration_runner
 
     try:
         migration_runner.upgrade(connection)
@@ -273,3 +242,10 @@ def _upgrade(connection: Any) -> None:
         raise StoreError(
             f"cannot upgrade the database schema ({error}); was it written by a newer gateway?"
         ) from error
+
+
+def _recorded_revisions(connection: Any) -> list[str]:
+    """The revisions Alembic recorded in the database (none for a new database)."""
+    if not inspect(connection).has_table("alembic_version"):
+        return []
+    return list(connection.execute(text("SELECT version_num FROM alembic_version")).scalars())

@@ -2,18 +2,24 @@
 
 A provider may ignore the abort signal or hang; the run must still end. `guarded_stream`
 forwards the provider's events and ends its own stream with an `aborted` error as soon as the
-signal fires, and with an `error` when the provider raises. The forwarding task belongs to the
-run (`RunState.pumps`) and ends with the stream.
+signal fires, and with an `error` when the provider raises. Events are forwarded from the
+provider's `push` itself (`EventStream.listen`), so a delta reaches the agent loop with no extra
+task switch; the task that waits for the provider's end belongs to the run (`RunState.pumps`)
+and ends with the stream.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Literal
+
+import msgspec
 
 from agent_core import (
     AbortSignal,
     AssistantMessage,
+    AssistantMessageEvent,
     AssistantMessageEventStream,
     ErrorEvent,
     Model,
@@ -35,36 +41,37 @@ def guarded_stream(
     """The stream of `call()`, forwarded event by event, that ends with an `aborted` error (the
     partial message streamed so far) as soon as `signal` aborts, whether or not the provider
     notices, and with an `error` when the provider raises. Each event touches the run (idle
-    watchdog). The forwarding task belongs to `run.pumps` and ends with the stream."""
+    watchdog). The task that waits for the provider belongs to `run.pumps` and ends with the
+    stream."""
     outer = AssistantMessageEventStream()
     last: list[AssistantMessage] = []
 
-    def end_with(reason: str, text: str) -> None:
+    def end_with(reason: Literal["aborted", "error"], text: str) -> None:
         if outer.done:
             return
         base = last[-1] if last else AssistantMessage(api=model.api, provider=model.provider, model=model.id)
-        final = base.model_copy(update={"stop_reason": reason, "error_message": text})
-        outer.push(
-            ErrorEvent(reason="aborted", error=final)
-            if reason == "aborted"
-            else ErrorEvent(reason="error", error=final)
-        )
+        final = msgspec.structs.replace(base, stop_reason=reason, error_message=text)
+        outer.push(ErrorEvent(reason=reason, error=final))
         outer.end(final)
+
+    def forward(event: AssistantMessageEvent) -> None:
+        run.touch()
+        partial = getattr(event, "partial", None)
+        if isinstance(partial, AssistantMessage):
+            last[:] = [partial]
+        outer.push(event)
 
     async def pump() -> None:
         try:
             inner = await maybe_await(call())
-            async for event in inner:
-                run.touch()
-                partial = getattr(event, "partial", None)
-                if isinstance(partial, AssistantMessage):
-                    last.append(partial)
-                    del last[:-1]
-                outer.push(event)
-                if outer.done:
-                    return
+            inner.listen(forward)
+            try:
+                final = await inner.result()
+            except asyncio.CancelledError:
+                inner.abandon()
+                raise
             if not outer.done:
-                outer.end(await inner.result())
+                outer.end(final)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -9,20 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import exc as sa_exc
-from sqlalchemy import insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import select
 
+from sessions import _group_commit as group_commit
 from sessions import _store_rows as rows
 from sessions import _store_tree as tree_queries
 from sessions.db import Database
-from sessions.errors import Conflict, NotFound
-from sessions.ids import new_id
 from sessions.records import ContextEntry, EntryRecord, NewEntry
-from sessions.schema import EntryKind, entries, sessions
+from sessions.schema import entries
 from sessions.session_tree import session_row
 
-__all__ = ["PreparedEntries", "Transcripts", "append_entries"]
+__all__ = ["Transcripts"]
 
 
 class Transcripts:
@@ -37,9 +34,16 @@ class Transcripts:
 
         Raise NotFound for an unknown session, Conflict when a given entry id already exists.
         """
-        prepared = PreparedEntries(items)
-        async with self._db.write() as conn:
-            return await append_entries(conn, session_id, prepared, self._clock())
+        if not items:
+            await self.count_own(session_id)  # NotFound for an unknown session
+            return []
+        commit = group_commit.GroupCommit([(session_id, items, (), None)], self._clock())
+        committed = await group_commit.apply(self._db, commit)
+        first = committed.first_positions[session_id]
+        return [
+            EntryRecord(entry.id, session_id, first + i, entry.kind, entry.payload, committed.now)
+            for i, entry in enumerate(commit.shares[0].entries)
+        ]
 
     async def read(self, session_id: str) -> list[EntryRecord]:
         """Every entry the session sees, in order: inherited entries up to each branch point,
@@ -94,58 +98,3 @@ class Transcripts:
         NotFound for an unknown session."""
         async with self._db.read() as conn:
             return int((await session_row(conn, session_id))._mapping["last_position"])
-
-
-class PreparedEntries:
-    """Entries checked and encoded before a write transaction opens (so bad input never holds
-    the writer). Raise InvalidRequest for an unknown kind or a payload JSON cannot hold."""
-
-    __slots__ = ("items", "originals")
-
-    def __init__(self, items: Sequence[NewEntry]) -> None:
-        self.items = [
-            (rows.parse(EntryKind, item.kind, "entry kind"), rows.dumps(item.payload), item.id or new_id())
-            for item in items
-        ]
-        # The records returned share the caller's payload objects (records are read-only).
-        self.originals = [(kind, item.payload) for (kind, _, _), item in zip(self.items, items, strict=True)]
-
-
-async def append_entries(
-    conn: AsyncConnection, session_id: str, prepared: PreparedEntries, now: int
-) -> list[EntryRecord]:
-    """Append prepared entries inside the caller's transaction (see `Transcripts.append`)."""
-    count = len(prepared.items)
-    # Reserving the positions by bumping the counter row also serialises concurrent appenders
-    # to one session on PostgreSQL (the row lock), so positions never collide.
-    statement = (
-        update(sessions)
-        .where(sessions.c.id == session_id)
-        .values(last_position=sessions.c.last_position + count, updated_at=now)
-        .returning(sessions.c.last_position)
-    )
-    last = (await conn.execute(statement)).scalar_one_or_none()
-    if last is None:
-        raise NotFound(f"no session {session_id}")
-    if not count:
-        return []
-    first = last - count + 1
-    new_rows = [
-        {
-            "id": entry_id,
-            "session_id": session_id,
-            "position": first + i,
-            "kind": kind.value,
-            "payload": payload,
-            "created_at": now,
-        }
-        for i, (kind, payload, entry_id) in enumerate(prepared.items)
-    ]
-    try:
-        await conn.execute(insert(entries), new_rows)
-    except sa_exc.IntegrityError as error:
-        raise Conflict(f"session {session_id}: an appended entry id already exists") from error
-    return [
-        EntryRecord(row["id"], session_id, row["position"], kind, payload, now)
-        for row, (kind, payload) in zip(new_rows, prepared.originals, strict=True)
-    ]

@@ -4,6 +4,7 @@ and the option defaults of the "simple" entry points."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import ipaddress
 from collections.abc import Callable, Coroutine
@@ -31,11 +32,13 @@ def snapshot(message: AssistantMessage) -> AssistantMessage:
     """A copy of `message` that later streaming does not change (the `partial` of an event).
 
     Blocks are copied one level deep; their strings are immutable and providers replace (never
-    mutate) tool-call argument dicts and usage objects, so that is enough.
+    mutate) tool-call argument dicts and usage objects, so that is enough. Cheap (a struct copy
+    per block): the HTTP providers take one per received chunk, so that events collected before
+    being looked at still show the message as it stood at their chunk, as pi's traces record.
     """
-    copy = message.model_copy()
-    copy.content = [block.model_copy() for block in message.content]
-    return copy
+    copied = copy.copy(message)
+    copied.content = [copy.copy(block) for block in message.content]
+    return copied
 
 
 def error_message_of(exc: BaseException) -> str:

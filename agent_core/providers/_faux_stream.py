@@ -1,20 +1,21 @@
 """The faux provider's machinery: pi's usage estimate and block-by-block streaming with pacing
-and per-chunk abort checks (shared by scripted registrations and the built-in models)."""
+and per-chunk abort checks (shared by scripted registrations and the built-in models). The
+pacing itself is the pacer's (`agent_core.providers._pacer`): one scheduler for every stream."""
 
 from __future__ import annotations
 
-import asyncio
+import copy
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from agent_core.abort import AbortSignal
+import msgspec
+
 from agent_core.event_stream import AssistantMessageEventStream
 from agent_core.events import (
     AssistantMessageEvent,
-    DoneEvent,
     ErrorEvent,
     StartEvent,
     TextDeltaEvent,
@@ -26,6 +27,7 @@ from agent_core.events import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    completing_event,
 )
 from agent_core.llm import Context, StreamOptions
 from agent_core.messages import (
@@ -40,7 +42,8 @@ from agent_core.messages import (
     UserMessage,
     now_ms,
 )
-from agent_core.providers._common import ABORTED_MESSAGE, snapshot
+from agent_core.providers._common import ABORTED_MESSAGE
+from agent_core.providers._pacer import Steps, running_pacer
 
 FauxBlock: TypeAlias = TextContent | ThinkingContent | ToolCall
 
@@ -134,33 +137,10 @@ def with_usage_estimate(
         total_tokens=input_tokens + output_tokens + cache_read + cache_write,
         cost=Cost(),
     )
-    return message.model_copy(update={"usage": usage})
+    return msgspec.structs.replace(message, usage=usage)
 
 
 # --- streaming ---------------------------------------------------------------------------------
-
-
-async def _sleep(seconds: float, signal: AbortSignal | None) -> None:
-    """Sleep, returning early when `signal` aborts; 0 only yields to the loop."""
-    if seconds <= 0 or signal is None:
-        await asyncio.sleep(max(seconds, 0))
-        return
-    if signal.aborted:
-        return
-    loop = asyncio.get_running_loop()
-    waiter: asyncio.Future[None] = loop.create_future()
-
-    def wake() -> None:
-        if not waiter.done():
-            waiter.set_result(None)
-
-    handle = loop.call_later(seconds, wake)
-    remove = signal.add_listener(wake)
-    try:
-        await waiter
-    finally:
-        handle.cancel()
-        remove()
 
 
 @dataclass(kw_only=True)
@@ -172,7 +152,13 @@ class Pacing:
 
 
 class Streamer:
-    """Streams one finished message block by block (shared by scripted and built-in models)."""
+    """Streams one finished message block by block (shared by scripted and built-in models).
+
+    `steps` is the stream as pacer steps (`agent_core.providers._pacer`): it pushes events and
+    yields the wait before each chunk; the abort signal is checked after every wait. The events
+    share one live partial message (as pi's providers do), which grows as chunks are added; only
+    a finished tool call's arguments go into a new one (see `_block`).
+    """
 
     def __init__(
         self, stream: AssistantMessageEventStream, message: AssistantMessage, options: StreamOptions
@@ -181,7 +167,11 @@ class Streamer:
         self.message = message
         self.signal = options.signal
         self.on_event = options.on_event
-        self.partial = message.model_copy(update={"content": []})
+        self.partial = msgspec.structs.replace(message, content=[])
+
+    async def run(self, pacing: Pacing) -> None:
+        """Stream the message, paced by the running loop's pacer."""
+        await running_pacer().drive(self.steps(pacing), self.signal)
 
     def push(self, event: AssistantMessageEvent) -> None:
         if self.on_event is not None:
@@ -191,74 +181,71 @@ class Streamer:
     def aborted(self) -> bool:
         if self.signal is None or not self.signal.aborted:
             return False
-        final = self.partial.model_copy(
-            update={"stop_reason": "aborted", "error_message": ABORTED_MESSAGE, "timestamp": now_ms()}
+        final = msgspec.structs.replace(
+            self.partial, stop_reason="aborted", error_message=ABORTED_MESSAGE, timestamp=now_ms()
         )
         self.push(ErrorEvent(reason="aborted", error=final))
         self.stream.end(final)
         return True
 
-    async def run(self, pacing: Pacing) -> None:
+    def steps(self, pacing: Pacing) -> Steps:
         if self.aborted():
             return
-        self.push(StartEvent(partial=snapshot(self.partial)))
+        self.push(StartEvent(partial=self.partial))
         if pacing.initial_delay_s > 0:
-            await _sleep(pacing.initial_delay_s, self.signal)
+            yield pacing.initial_delay_s
         for index, block in enumerate(self.message.content):
-            if self.aborted() or not await self._block(index, block, pacing):
+            if self.aborted():
                 return
-        message = self.message
-        reason = message.stop_reason
-        if reason in ("error", "aborted"):
-            self.push(ErrorEvent(reason=reason, error=message))
-        else:
-            self.push(DoneEvent(reason=reason, message=message))
-        self.stream.end(message)
+            if not (yield from self._block(index, block, pacing)):
+                return
+        self.push(completing_event(self.message))
+        self.stream.end(self.message)
 
-    async def _pause(self, chunk: str, pacing: Pacing) -> bool:
+    def _pause(self, chunk: str, pacing: Pacing) -> Generator[float, None, bool]:
         """Wait before `chunk`; False (after pushing the aborted error) when the signal fired."""
-        await _sleep(pacing.delay_s(chunk), self.signal)
+        yield pacing.delay_s(chunk)
         return not self.aborted()
 
-    async def _block(self, index: int, block: FauxBlock, pacing: Pacing) -> bool:
+    def _block(self, index: int, block: FauxBlock, pacing: Pacing) -> Generator[float, None, bool]:
         partial = self.partial
         if isinstance(block, ThinkingContent):
             live = ThinkingContent(
                 thinking="", thinking_signature=block.thinking_signature, redacted=block.redacted
             )
             partial.content.append(live)
-            self.push(ThinkingStartEvent(content_index=index, partial=snapshot(partial)))
+            self.push(ThinkingStartEvent(content_index=index, partial=partial))
             for chunk in pacing.split(block.thinking):
-                if not await self._pause(chunk, pacing):
+                if not (yield from self._pause(chunk, pacing)):
                     return False
                 live.thinking += chunk
-                self.push(ThinkingDeltaEvent(content_index=index, delta=chunk, partial=snapshot(partial)))
-            self.push(
-                ThinkingEndEvent(content_index=index, content=block.thinking, partial=snapshot(partial))
-            )
+                self.push(ThinkingDeltaEvent(content_index=index, delta=chunk, partial=partial))
+            self.push(ThinkingEndEvent(content_index=index, content=block.thinking, partial=partial))
         elif isinstance(block, TextContent):
             text = TextContent(text="", text_signature=block.text_signature)
             partial.content.append(text)
-            self.push(TextStartEvent(content_index=index, partial=snapshot(partial)))
+            self.push(TextStartEvent(content_index=index, partial=partial))
             for chunk in pacing.split(block.text):
-                if not await self._pause(chunk, pacing):
+                if not (yield from self._pause(chunk, pacing)):
                     return False
                 text.text += chunk
-                self.push(TextDeltaEvent(content_index=index, delta=chunk, partial=snapshot(partial)))
-            self.push(TextEndEvent(content_index=index, content=block.text, partial=snapshot(partial)))
+                self.push(TextDeltaEvent(content_index=index, delta=chunk, partial=partial))
+            self.push(TextEndEvent(content_index=index, content=block.text, partial=partial))
         else:
             call = ToolCall(id=block.id, name=block.name, arguments={})
             partial.content.append(call)
-            self.push(ToolCallStartEvent(content_index=index, partial=snapshot(partial)))
+            self.push(ToolCallStartEvent(content_index=index, partial=partial))
             split = pacing.split_arguments or pacing.split
             for chunk in split(compact_json(block.arguments)):
-                if not await self._pause(chunk, pacing):
+                if not (yield from self._pause(chunk, pacing)):
                     return False
-                self.push(ToolCallDeltaEvent(content_index=index, delta=chunk, partial=snapshot(partial)))
-            call.arguments = block.arguments
-            self.push(
-                ToolCallEndEvent(content_index=index, tool_call=block.model_copy(), partial=snapshot(partial))
-            )
+                self.push(ToolCallDeltaEvent(content_index=index, delta=chunk, partial=partial))
+            # Whoever holds the partial of a delta still sees `arguments == {}` (pi's faux keeps
+            # them empty until toolcall_end): the rest of the stream gets a new partial.
+            content = list(partial.content)
+            content[index] = msgspec.structs.replace(call, arguments=block.arguments)
+            self.partial = msgspec.structs.replace(partial, content=content)
+            self.push(ToolCallEndEvent(content_index=index, tool_call=copy.copy(block), partial=self.partial))
         return True
 
 

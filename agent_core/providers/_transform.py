@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import msgspec
+
 from agent_core.llm import Model
 from agent_core.messages import (
     AssistantMessage,
@@ -40,7 +42,7 @@ def _convert(
     if isinstance(message, ToolResultMessage):
         new_id = id_map.get(message.tool_call_id)
         if new_id is not None and new_id != message.tool_call_id:
-            return message.model_copy(update={"tool_call_id": new_id})
+            return msgspec.structs.replace(message, tool_call_id=new_id)
         return message
     if not isinstance(message, AssistantMessage):
         return message
@@ -56,14 +58,14 @@ def _convert(
         elif isinstance(block, TextContent):
             content.append(TextContent(text=block.text))
         else:
-            call = block.model_copy(update={"thought_signature": None})
+            call = msgspec.structs.replace(block, thought_signature=None)
             if normalize is not None:
                 new_id = normalize(block.id)
                 if new_id != block.id:
                     id_map[block.id] = new_id
-                    call = call.model_copy(update={"id": new_id})
+                    call = msgspec.structs.replace(call, id=new_id)
             content.append(call)
-    return message.model_copy(update={"content": content})
+    return msgspec.structs.replace(message, content=content)
 
 
 def _synthetic_result(call: ToolCall) -> ToolResultMessage:

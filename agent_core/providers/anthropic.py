@@ -14,13 +14,14 @@ message) and a ``refusal``/``sensitive`` stop.
 
 from __future__ import annotations
 
+import copy
 from contextlib import aclosing
 from typing import Any
 
 from agent_core.errors import ProviderError
 from agent_core.event_stream import AssistantMessageEventStream
 from agent_core.events import (
-    DoneEvent,
+    ErrorEvent,
     StartEvent,
     TextDeltaEvent,
     TextEndEvent,
@@ -31,6 +32,7 @@ from agent_core.events import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    completing_event,
 )
 from agent_core.json_stream import IncrementalJson, as_arguments, parse_json_with_repair
 from agent_core.llm import Context, Model, ReasoningLevel, StreamOptions
@@ -64,7 +66,6 @@ from agent_core.providers._common import (
     snapshot,
     with_options,
 )
-from agent_core.providers._http import AbortScope, HttpStream
 from agent_core.providers._sse import ServerSentEvent, SSEDecoder
 from agent_core.usage import make_usage
 
@@ -253,7 +254,7 @@ class EventAssembler:
                 block.arguments = as_arguments(parser.value())
             self.stream.push(
                 ToolCallEndEvent(
-                    content_index=index, tool_call=block.model_copy(), partial=snapshot(self.output)
+                    content_index=index, tool_call=copy.copy(block), partial=snapshot(self.output)
                 )
             )
 
@@ -309,6 +310,10 @@ def stream_simple_anthropic(
 async def _produce(
     model: Model, context: Context, options: StreamOptions, stream: AssistantMessageEventStream
 ) -> None:
+    # The HTTP plumbing (and httpx) is imported by the first request, not with the registry: a
+    # process whose models never call this API does not load it.
+    from agent_core.providers._http import AbortScope
+
     output = new_output(model)
     signal = options.signal
     try:
@@ -327,10 +332,10 @@ async def _produce(
             raise ProviderError("Request was aborted")
         if assembler.saw_start and not assembler.saw_stop:
             raise ProviderError("Anthropic stream ended before message_stop")
-        reason = output.stop_reason
-        if reason in ("error", "aborted"):
+        final = completing_event(output)
+        if isinstance(final, ErrorEvent):
             raise ProviderError("An unknown error occurred")
-        stream.push(DoneEvent(reason=reason, message=output))
+        stream.push(final)
         stream.end(output)
     except Exception as exc:
         fail_output(stream, output, exc, aborted=signal is not None and signal.aborted)
@@ -339,6 +344,8 @@ async def _produce(
 async def _exchange(
     model: Model, options: StreamOptions, api_key: str | None, body: dict[str, Any], assembler: EventAssembler
 ) -> None:
+    from agent_core.providers._http import HttpStream
+
     url = f"{base_url_of(model)}/v1/messages"
     headers = request_headers(model, options, api_key, body)
     async with HttpStream(

@@ -20,12 +20,15 @@ The built-in ``faux/echo`` model lives in `agent_core.providers.faux_echo`.
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import random
 import string
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeGuard
+
+import msgspec
 
 from agent_core.event_stream import AssistantMessageEventStream
 from agent_core.llm import Context, Model, ModelCost, StreamOptions
@@ -218,8 +221,8 @@ class FauxProvider:
                 resolved = await resolved
             if not isinstance(resolved, AssistantMessage):
                 raise TypeError(f"faux step returned {type(resolved).__name__}, not an AssistantMessage")
-            message = resolved.model_copy(
-                deep=True, update={"api": self.api, "provider": self.provider, "model": model.id}
+            message = msgspec.structs.replace(
+                copy.deepcopy(resolved), api=self.api, provider=self.provider, model=model.id
             )
             message = with_usage_estimate(message, context, options, self._prompt_cache)
         except Exception as exc:

@@ -16,6 +16,7 @@ index then id; and every ``*_end`` event is emitted after the body ends, in cont
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable
 from contextlib import aclosing
@@ -25,7 +26,7 @@ from agent_core.errors import ProviderError
 from agent_core.event_stream import AssistantMessageEventStream
 from agent_core.events import (
     AssistantMessageEvent,
-    DoneEvent,
+    ErrorEvent,
     StartEvent,
     TextDeltaEvent,
     TextEndEvent,
@@ -36,6 +37,7 @@ from agent_core.events import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
+    completing_event,
 )
 from agent_core.json_stream import IncrementalJson, as_arguments
 from agent_core.llm import Context, Model, StreamOptions
@@ -58,7 +60,6 @@ from agent_core.providers._common import (
     snapshot,
     with_options,
 )
-from agent_core.providers._http import AbortScope, HttpStream
 from agent_core.providers._openai_request import (
     DEFAULT_BASE_URL,
     Compat,
@@ -246,9 +247,9 @@ class ChunkAssembler:
 
     def _tool_call_delta(self, delta: dict[str, Any]) -> None:
         stream_index = delta.get("index") if isinstance(delta.get("index"), int) else None
-        call_id = delta.get("id") if isinstance(delta.get("id"), str) else ""
+        call_id: str = delta["id"] if isinstance(delta.get("id"), str) else ""
         function: dict[str, Any] = delta["function"] if isinstance(delta.get("function"), dict) else {}
-        name = function.get("name") if isinstance(function.get("name"), str) else ""
+        name: str = function["name"] if isinstance(function.get("name"), str) else ""
         block = self._by_index.get(stream_index) if stream_index is not None else None
         if block is None and call_id:
             block = self._by_id.get(call_id)
@@ -303,7 +304,7 @@ def _end_event(
         return lambda p: ThinkingEndEvent(content_index=index, content=block.thinking, partial=p)
     if parser is not None:
         block.arguments = as_arguments(parser.value())
-    final = block.model_copy()
+    final = copy.copy(block)
     return lambda p: ToolCallEndEvent(content_index=index, tool_call=final, partial=p)
 
 
@@ -342,6 +343,10 @@ def stream_simple_openai_completions(
 async def _produce(
     model: Model, context: Context, options: StreamOptions, stream: AssistantMessageEventStream
 ) -> None:
+    # The HTTP plumbing (and httpx) is imported by the first request, not with the registry: a
+    # process whose models never call this API does not load it.
+    from agent_core.providers._http import AbortScope
+
     output = new_output(model)
     signal = options.signal
     try:
@@ -360,10 +365,10 @@ async def _produce(
         assembler.finish()
         if signal is not None and signal.aborted:
             raise ProviderError("Request was aborted")
-        reason = output.stop_reason
-        if reason in ("error", "aborted"):
+        final = completing_event(output)
+        if isinstance(final, ErrorEvent):
             raise ProviderError(output.error_message or "An unknown error occurred")
-        stream.push(DoneEvent(reason=reason, message=output))
+        stream.push(final)
         stream.end(output)
     except Exception as exc:
         fail_output(stream, output, exc, aborted=signal is not None and signal.aborted)
@@ -372,6 +377,8 @@ async def _produce(
 async def _exchange(
     model: Model, options: StreamOptions, api_key: str | None, body: dict[str, Any], assembler: ChunkAssembler
 ) -> None:
+    from agent_core.providers._http import HttpStream
+
     url = f"{base_url_of(model)}/chat/completions"
     headers = request_headers(model, options, api_key)
     async with HttpStream(

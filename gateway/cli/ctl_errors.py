@@ -130,7 +130,7 @@ def call_error(exc: CallError, method: str) -> CtlError:
         after = exc.retry_after_ms
         hint = f"try again in {max(1, round(after / 1000))} s" if isinstance(after, int) else "try again"
     elif exc.code == "INVALID_REQUEST" and str(exc).startswith("unknown method"):
-        hint = "list the methods with `gatewayctl call commands.list`"
+        hint = "the gateway names its methods in its handshake (`features.methods` of hello-ok)"
     return CtlError(f"{method} failed: {exc}", hint=hint, code=exc.code, details=exc.details)
 
 

@@ -13,6 +13,8 @@ import sys
 from typing import Any, NoReturn
 
 from gateway import __version__
+from gateway.cli import ctl_cron as cron
+from gateway.cli import ctl_extensions as extensions
 from gateway.cli import ctl_sessions as sessions
 from gateway.cli import ctl_system as system
 from gateway.cli import ctl_tokens as tokens
@@ -201,6 +203,9 @@ def build_parser() -> CtlParser:
     _config(builder, commands)
     _pairing(builder, commands)
     _tokens(builder, commands)
+    _mcp(builder, commands)
+    _extensions(builder, commands)
+    _cron(builder, commands)
     call = builder.leaf(
         commands,
         "call",
@@ -368,3 +373,141 @@ def _tokens(builder: _Builder, commands: Any) -> None:
         group, "revoke", "delete a token and close every connection using it", tokens.tokens_revoke
     )
     revoke.add_argument("name", metavar="NAME", help="the token's name")
+
+
+def _mcp(builder: _Builder, commands: Any) -> None:
+    group = builder.group(commands, "mcp", "MCP servers whose tools the agents use")
+    builder.leaf(
+        group, "list", "every configured server of every agent: state, tools, last error", extensions.mcp_list
+    )
+    restart = builder.leaf(
+        group,
+        "restart",
+        "stop a server and start it again (a failed one retries at once)",
+        extensions.mcp_restart,
+        epilog="Exit 1 when the server is not ready afterwards (the table says why).",
+    )
+    restart.add_argument("name", metavar="NAME", help="the server's name (its [[mcp_servers]] name)")
+    restart.add_argument("--agent", metavar="ID", help="only this agent's instance (default: every agent's)")
+
+
+def _extensions(builder: _Builder, commands: Any) -> None:
+    group = builder.group(commands, "extensions", "Python extensions and whether they may run")
+    builder.leaf(
+        group,
+        "list",
+        "every extension found, its trust state (pending, enabled, disabled) and what it adds",
+        extensions.extensions_list,
+    )
+    enable = builder.leaf(
+        group,
+        "enable",
+        "let an extension run: it is imported and loaded at once",
+        extensions.extensions_enable,
+        epilog="The change is stored with who made it. Exit 1 when the extension failed to load.",
+    )
+    enable.add_argument("name", metavar="NAME", help="the extension's name (see `extensions list`)")
+    disable = builder.leaf(
+        group,
+        "disable",
+        "withdraw an extension's tools, hooks, commands and providers at once",
+        extensions.extensions_disable,
+    )
+    disable.add_argument("name", metavar="NAME", help="the extension's name")
+
+
+CRON_EXAMPLES = """examples:
+  gatewayctl cron add morning-summary --cron "0 8 * * 1-5" --tz Europe/Berlin \\
+      --message "Summarise yesterday's activity" --announce discord:123456789
+  gatewayctl cron add heartbeat --every 30m --session main --message "Anything to report?"
+  gatewayctl cron add reminder --at 2026-12-24T17:00:00+01:00 --message "Send the card" --delete-after-run"""
+
+
+def _cron_schedule_options(parser: argparse.ArgumentParser) -> None:
+    when = parser.add_argument_group("schedule (one of)")
+    when.add_argument(
+        "--cron", metavar="EXPR", help='a cron expression, e.g. "0 8 * * 1-5" (5 fields, or 6 with seconds)'
+    )
+    when.add_argument(
+        "--tz", metavar="ZONE", help="the IANA time zone of --cron, e.g. Europe/Berlin (default UTC)"
+    )
+    when.add_argument("--every", metavar="DURATION", help="an interval: 90s, 5m, 1h, 2d")
+    when.add_argument(
+        "--at", metavar="WHEN", help="once, at an ISO 8601 time, e.g. 2026-12-24T17:00:00+01:00"
+    )
+
+
+def _cron_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--message", metavar="TEXT", help="what the job tells the agent (- reads stdin)")
+    parser.add_argument(
+        "--session",
+        metavar="TARGET",
+        help="where it goes: isolated (a new session each run, the default), main, or a session key",
+    )
+    parser.add_argument(
+        "--catch-up",
+        choices=("none", "latest", "all"),
+        help="slots missed while the gateway was down: none, latest (the default) or all",
+    )
+    parser.add_argument(
+        "--announce", metavar="PLATFORM:CHANNEL", help="also post the reply there, e.g. discord:123456789"
+    )
+    parser.add_argument(
+        "--account", metavar="ID", help="the binding account of --announce (when there are several)"
+    )
+    parser.add_argument("--thread", metavar="ID", help="post into this thread (Slack thread_ts)")
+
+
+def _cron(builder: _Builder, commands: Any) -> None:
+    group = builder.group(commands, "cron", "scheduled jobs: an agent gets a message on a schedule")
+    listing = builder.leaf(
+        group, "list", "every job with its next and last run and their outcome", cron.cron_list
+    )
+    listing.add_argument("--agent", metavar="ID", help="only this agent's jobs")
+    listing.add_argument(
+        "--limit", type=_count(1, 200), default=200, metavar="N", help="at most N jobs (default 200)"
+    )
+    get = builder.leaf(group, "get", "one job in full", cron.cron_get)
+    get.add_argument("id", metavar="ID", help="the job's id (see `cron list`)")
+    builder.leaf(group, "status", "whether the scheduler runs, how many jobs, the next run", cron.cron_status)
+
+    add = builder.leaf(group, "add", "add a job", cron.cron_add, epilog=CRON_EXAMPLES)
+    add.add_argument("name", metavar="NAME", nargs="?", help="its name")
+    _cron_schedule_options(add)
+    _cron_run_options(add)
+    add.add_argument("--agent", metavar="ID", help="the agent (default: the default agent)")
+    add.add_argument("--description", metavar="TEXT", help="a note for people reading the list")
+    add.add_argument("--disabled", action="store_true", help="add it switched off")
+    add.add_argument("--delete-after-run", action="store_true", help="remove the job once a run succeeded")
+    add.add_argument(
+        "--params", metavar="JSON", help="the cron.add params as JSON (- reads stdin); options win"
+    )
+
+    update = builder.leaf(group, "update", "change a job; enable or disable it", cron.cron_update)
+    update.add_argument("id", metavar="ID", help="the job's id")
+    update.add_argument("--name", help="a new name")
+    _cron_schedule_options(update)
+    _cron_run_options(update)
+    switch = update.add_mutually_exclusive_group()
+    switch.add_argument(
+        "--enable", action="store_true", help="switch it on (slots it slept through do not run)"
+    )
+    switch.add_argument("--disable", action="store_true", help="switch it off")
+    update.add_argument("--no-announce", action="store_true", help="stop posting the reply anywhere")
+    update.add_argument(
+        "--patch", metavar="JSON", help="the cron.update patch as JSON (- reads stdin); options win"
+    )
+
+    remove = builder.leaf(group, "remove", "remove a job and its run history", cron.cron_remove)
+    remove.add_argument("id", metavar="ID", help="the job's id")
+    run = builder.leaf(group, "run", "run a job now (its schedule is not changed)", cron.cron_run)
+    run.add_argument("id", metavar="ID", help="the job's id")
+    run.add_argument("--due", action="store_true", help="only run it if a slot is due")
+    runs = builder.leaf(
+        group, "runs", "finished runs, newest first: outcome, delivery, reply", cron.cron_runs
+    )
+    runs.add_argument("id", metavar="ID", nargs="?", help="only this job's runs")
+    runs.add_argument("--status", choices=("ok", "error"), help="only runs with this outcome")
+    runs.add_argument(
+        "--limit", type=_count(1, 200), default=20, metavar="N", help="at most N runs (default 20)"
+    )

@@ -7,7 +7,8 @@ the environment.
 - `gateway_config`: `GatewayConfig`, the tables together and what is derived from them;
 - `paths`: `~` and the state directory's default;
 - `loading`: `load_config`, the three layers, and errors that name the key and the source;
-- `view`: the configuration as clients see it, secrets masked.
+- `view`: the configuration as clients see it, secrets masked;
+- `gateway.extensions.mcp_config`: the `[[mcp_servers]]` tables (global and per agent).
 
 What applies live on `config.reload` and what waits for a restart is decided by the running
 daemon (`gateway.app.Gateway.reload`), which owns the parts a change reaches.

@@ -23,6 +23,7 @@ from gateway.config.sections import (
     current_sandbox_mode,
 )
 from gateway.errors import ConfigError, ConfigProblem
+from gateway.extensions.mcp_config import McpServerConfig, unique_servers
 
 DEFAULT_AGENT_ID = "main"
 
@@ -49,7 +50,10 @@ class AgentConfig(Section):
     tools_deny: list[str] = Field(default_factory=list)
     sandbox_mode: SandboxMode | None = None
     queue_mode: QueueMode | None = None
+    mcp_servers: list[McpServerConfig] = Field(default_factory=list)
+    """`[[agents.mcp_servers]]`: MCP servers of this agent alone."""
 
+    _mcp_servers = field_validator("mcp_servers")(classmethod(lambda cls, v: unique_servers(v)))
     _sandbox_mode = field_validator("sandbox_mode", mode="before")(
         classmethod(lambda cls, v: current_sandbox_mode(v))
     )

@@ -20,6 +20,7 @@ from gateway.config.agents import (
     ResolvedAgent,
     default_agents,
 )
+from gateway.config.automation import CronSection, HookName, WebhookConfig
 from gateway.config.paths import default_home
 from gateway.config.sections import (
     CompactionSection,
@@ -27,12 +28,15 @@ from gateway.config.sections import (
     GatewaySection,
     LoggingSection,
     ModelConfig,
+    PromptsSection,
     ProviderConfig,
     RunsSection,
     SandboxSection,
     Section,
+    SkillsSection,
     default_providers,
 )
+from gateway.extensions.mcp_config import McpServerConfig, unique_servers
 
 
 class GatewayConfig(Section):
@@ -42,12 +46,20 @@ class GatewayConfig(Section):
     runs: RunsSection = Field(default_factory=RunsSection)
     compaction: CompactionSection = Field(default_factory=CompactionSection)
     sandbox: SandboxSection = Field(default_factory=SandboxSection)
+    skills: SkillsSection = Field(default_factory=SkillsSection)
+    prompts: PromptsSection = Field(default_factory=PromptsSection)
     agent_defaults: AgentDefaultsSection = Field(default_factory=AgentDefaultsSection)
     agents: list[AgentConfig] = Field(default_factory=default_agents)
     models: list[ModelConfig] = Field(default_factory=list)
     providers: dict[str, ProviderConfig] = Field(default_factory=default_providers)
     bindings: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     """`[bindings.<channel>.<account>]` tables, validated by the binding adapters."""
+    cron: CronSection = Field(default_factory=CronSection)
+    webhooks: dict[HookName, WebhookConfig] = Field(default_factory=dict)
+    """`[webhooks.<name>]`: `POST /hooks/<name>` turns signed deliveries into agent runs."""
+    mcp_servers: list[McpServerConfig] = Field(default_factory=list)
+    """`[[mcp_servers]]`: MCP servers every agent may use (an agent's own table of the same name
+    replaces one of these for that agent)."""
 
     _source: Path | None = PrivateAttr(default=None)
 
@@ -63,6 +75,8 @@ class GatewayConfig(Section):
             # Appended, so indices in error messages still match the user's file.
             agents = [*agents, AgentConfig(id=DEFAULT_AGENT_ID)]
         return agents
+
+    _mcp_servers = field_validator("mcp_servers")(classmethod(lambda cls, v: unique_servers(v)))
 
     @field_validator("providers", mode="before")
     @classmethod
@@ -111,6 +125,16 @@ class GatewayConfig(Section):
     def agent_dir(self, agent_id: str) -> Path:
         base = self._source.parent if self._source is not None else self.home
         return base / "agents" / agent_id
+
+    def mcp_servers_for(self, agent_id: str) -> tuple[McpServerConfig, ...]:
+        """The MCP servers `agent_id` uses: the global ones, an agent's own table replacing the
+        global one of the same name. Empty for an unknown agent."""
+        agent = next((a for a in self.agents if a.id == agent_id), None)
+        if agent is None:
+            return ()
+        own = {server.name: server for server in agent.mcp_servers}
+        merged = [own.pop(server.name, server) for server in self.mcp_servers]
+        return (*merged, *own.values())
 
     def resolve_agent(self, agent_id: str) -> ResolvedAgent:
         """Effective settings of `agent_id`. Raises KeyError for an unknown agent."""

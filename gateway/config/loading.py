@@ -51,6 +51,7 @@ ENV_OVERRIDES: Mapping[str, tuple[str, ...]] = {
 `api_key_env` (by default `OPENAI_API_KEY`, `ANTHROPIC_API_KEY`)."""
 
 _FILE_PATH_KEYS = (("gateway", "home"),)
+_FILE_PATH_LIST_KEYS = (("skills", "dirs"), ("prompts", "dirs"))
 _AGENT_PATH_KEYS = ("workspace", "system_prompt_file")
 
 Loc = tuple[str | int, ...]
@@ -124,13 +125,25 @@ def _absolutize(data: dict[str, Any], base: Path, env: Mapping[str, str]) -> Non
         table = data.get(section)
         if isinstance(table, dict) and key in table:
             table[key] = fix(table[key])
+    for section, key in _FILE_PATH_LIST_KEYS:
+        table = data.get(section)
+        if isinstance(table, dict) and isinstance(table.get(key), list):
+            table[key] = [fix(value) for value in table[key]]
     agents = data.get("agents")
+    tables = [data]
     if isinstance(agents, list):
         for agent in agents:
             if isinstance(agent, dict):
+                tables.append(agent)
                 for key in _AGENT_PATH_KEYS:
                     if key in agent:
                         agent[key] = fix(agent[key])
+    for table in tables:
+        servers = table.get("mcp_servers")
+        for server in servers if isinstance(servers, list) else ():
+            paths = server.get("read_only") if isinstance(server, dict) else None
+            if isinstance(paths, list):
+                server["read_only"] = [fix(path) for path in paths]
 
 
 def _env_layer(merged: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:

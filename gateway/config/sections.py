@@ -1,6 +1,6 @@
 """The tables of the config file, one model each: `[gateway]`, `[logging]`, `[database]`, `[runs]`,
-`[compaction]`, `[sandbox]`, `[[models]]` and `[providers.<name>]` (the agents' tables are in
-`gateway.config.agents`), and the field types they share.
+`[compaction]`, `[sandbox]`, `[skills]`, `[prompts]`, `[[models]]` and `[providers.<name>]` (the
+agents' tables are in `gateway.config.agents`), and the field types they share.
 
 Field defaults are the built-in defaults (`config/gateway.toml` writes the same values out). Every
 table refuses unknown keys and is immutable once validated.
@@ -93,6 +93,8 @@ class GatewaySection(Section):
     max_payload: Positive = 25 * 1024 * 1024
     max_buffered_bytes: Positive = 50 * 1024 * 1024
     tick_interval_ms: Positive = 30_000
+    compat_delta_interval_ms: Annotated[int, Field(ge=0)] = 75
+    """Least time between two OpenClaw `agent`/`chat` text deltas of a run (0: every delta)."""
     preauth_max_payload: Positive = 64 * 1024
     preauth_max_frames: Positive = 15
     preauth_max_bytes: Positive = 256 * 1024
@@ -189,6 +191,18 @@ class SandboxSection(Section):
     open_files: Positive | None = 1024
 
     _mode = field_validator("mode", mode="before")(classmethod(lambda cls, v: current_sandbox_mode(v)))
+
+
+class SkillsSection(Section):
+    dirs: list[Path] = Field(default_factory=list)
+    """Directories of skill folders (each holding a SKILL.md), searched after the agent
+    workspace's `.agents/skills/` and before `<home>/skills/`."""
+
+
+class PromptsSection(Section):
+    dirs: list[Path] = Field(default_factory=list)
+    """Directories of prompt templates (`<name>.md`), searched after the agent workspace's
+    `.agents/prompts/` and before `<home>/prompts/`."""
 
 
 class ModelCost(Section):

@@ -8,6 +8,9 @@ from types import MappingProxyType
 from typing import Any
 
 from gateway.methods import chat_methods as chat
+from gateway.methods import cron_methods as cron
+from gateway.methods import extensions_methods as ext
+from gateway.methods import mcp_methods as mcp
 from gateway.methods import sessions_methods as sess
 from gateway.methods import subscribe_methods as sub
 from gateway.methods import system_methods as system
@@ -31,6 +34,11 @@ HANDLERS: Mapping[str, Route[Any]] = MappingProxyType(
         "tokens.create": Route(p.TokensCreateParams, tokens.tokens_create),
         "tokens.list": Route(p.NativeEmptyParams, tokens.tokens_list),
         "tokens.revoke": Route(p.TokensRevokeParams, tokens.tokens_revoke),
+        "mcp.list": Route(p.NativeEmptyParams, mcp.mcp_list),
+        "mcp.restart": Route(p.McpRestartParams, mcp.mcp_restart),
+        "extensions.list": Route(p.NativeEmptyParams, ext.extensions_list),
+        "extensions.enable": Route(p.ExtensionNameParams, ext.extensions_enable),
+        "extensions.disable": Route(p.ExtensionNameParams, ext.extensions_disable),
         "question.list": Route(p.EmptyParams, system.question_list),
         "plugin.approval.list": Route(p.EmptyParams, system.plugin_approval_list),
         "sessions.list": Route(p.SessionsListParams, sess.sessions_list),
@@ -64,6 +72,14 @@ HANDLERS: Mapping[str, Route[Any]] = MappingProxyType(
         "chat.inject": Route(p.ChatInjectParams, chat.chat_inject),
         "agent": Route(p.AgentParams, chat.agent),
         "agent.wait": Route(p.AgentWaitParams, chat.agent_wait),
+        "cron.list": Route(p.CronListParams, cron.cron_list),
+        "cron.get": Route(p.CronGetParams, cron.cron_get),
+        "cron.status": Route(p.EmptyParams, cron.cron_status),
+        "cron.runs": Route(p.CronRunsParams, cron.cron_runs),
+        "cron.add": Route(p.CronAddParams, cron.cron_add),
+        "cron.update": Route(p.CronUpdateParams, cron.cron_update),
+        "cron.remove": Route(p.CronRemoveParams, cron.cron_remove),
+        "cron.run": Route(p.CronRunParams, cron.cron_run),
     }
 )
 

@@ -72,6 +72,8 @@ class ConnState:
     caps: frozenset[str]
     client: dict[str, Any] = field(default_factory=dict)
     remote: str = ""
+    credential: str | None = None
+    """The named token the connection authenticated with; None for the root token or password."""
 
 
 @dataclass(eq=False)

@@ -46,7 +46,9 @@ async def _submit(
     source = {"connId": call.conn.conn_id, "client": call.conn.client.get("id"), "method": call.method}
     try:
         session = await manager.ensure_session(key, agent_id=agent_id)
-        result = await manager.submit(
+        # Chat commands are answered by the gateway; templates and skills are expanded.
+        result = await call.state.commands.submit(
+            key=key,
             session=session,
             message=message,
             idempotency_key=idempotency_key,

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.errors import ConfigError
-from gateway.methods.base import Call, MethodError
+from gateway.methods.base import Call, MethodError, from_sessions_error
 from gateway.protocol import params as p
-from gateway.protocol.methods import METHODS
+from sessions import SessionsError, agent_from_key
 
 
 async def health(call: Call, params: p.EmptyParams) -> Any:
@@ -21,7 +21,7 @@ async def status(call: Call, params: p.EmptyParams) -> Any:
 
 async def system_presence(call: Call, params: p.EmptyParams) -> Any:
     """The presence entries, a bare list as OpenClaw answers it."""
-    return call.state.presence_list()
+    return call.state.presence.entries()
 
 
 async def agents_list(call: Call, params: p.EmptyParams) -> Any:
@@ -64,7 +64,20 @@ async def models_list(call: Call, params: p.ModelsListParams) -> Any:
 
 
 async def commands_list(call: Call, params: p.CommandsListParams) -> Any:
-    return {"commands": [{"name": name, "scope": spec.scope.value} for name, spec in sorted(METHODS.items())]}
+    """The slash commands a message to the agent may start with (`gateway.commands.registry`):
+    chat commands, extensions' commands, prompt templates and skills of the agent `agentId`
+    names (else the one of `sessionKey`, else the default agent)."""
+    directory = call.state.directory
+    agent = params.agent_id
+    if agent is None and params.session_key is not None:
+        agent = agent_from_key(params.session_key)
+    try:
+        commands = call.state.commands.entries(
+            agent or directory.default_agent_id, scope=params.scope, include_args=bool(params.include_args)
+        )
+    except SessionsError as exc:
+        raise from_sessions_error(exc) from exc
+    return {"commands": commands}
 
 
 async def config_get(call: Call, params: p.EmptyParams) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gateway.protocol.codes import PROTOCOL_VERSION, CloseCode, DetailCode, ErrorCode, ErrorShape
 from gateway.protocol.compat import CompatPayloads, RunStream, render_compat
-from gateway.protocol.events import EventRenderer, RenderedEvent
+from gateway.protocol.events import CompatFrames, EventRenderer
 from gateway.protocol.frames import (
     EventTemplate,
     FrameParser,
@@ -45,6 +45,7 @@ __all__ = [
     "METHOD_NAMES",
     "PROTOCOL_VERSION",
     "CloseCode",
+    "CompatFrames",
     "CompatPayloads",
     "ConnectAccepted",
     "ConnectRejected",
@@ -56,7 +57,6 @@ __all__ = [
     "FrameParser",
     "InvalidParams",
     "ProtocolViolation",
-    "RenderedEvent",
     "Request",
     "RunStream",
     "Scope",

@@ -3,8 +3,13 @@
 
 `agent` and `chat` are rendered from the one session-event model (`sessions.SessionEvent` and its
 typed payload) and need a little per-run state (the per-run `seq`, the start time, the text so
-far): a `RunStream`, which the caller creates when a run starts and drops when it ends
-(`gateway.protocol.events.EventRenderer` does both).
+far and how much of it the deltas sent have carried): a `RunStream`, which the caller creates
+when a run starts and drops when it ends (`gateway.protocol.events.EventRenderer` does both).
+
+A text delta may be held back and sent later together with the ones that follow it (pacing, see
+`gateway.protocol.delta_pacing`): `append_text` adds a delta's text without rendering it, and
+`render_text_delta` renders what the run's deltas have not carried yet as one delta, whose
+`delta`/`deltaText` is all of it and whose `text`/`message` is the whole text so far.
 """
 
 from __future__ import annotations
@@ -53,27 +58,76 @@ def message_text(message: Mapping[str, Any]) -> str:
     )
 
 
-@dataclass(slots=True)
 class RunStream:
     """Per-run state for the OpenClaw `agent` / `chat` shapes. Create one when a run starts, feed
     it that run's events through `render_compat`, drop it when the run ends.
 
     `seq` counts the run's `agent` events (1, 2, ...); a `chat` event carries the seq of the
-    `agent` event it accompanies, as OpenClaw's do.
+    `agent` event it accompanies, as OpenClaw's do. The text of the assistant message being
+    streamed is kept as its deltas (joined when a frame needs it), and `sent` says how much of it
+    the deltas rendered so far have carried.
     """
 
-    run_id: str
-    session_key: str
-    session_id: str | None = None
-    agent_id: str | None = None
-    seq: int = 0
-    started_at: int | None = None
-    text: str = ""
-    """Text of the assistant message being streamed, or of the last completed one."""
+    __slots__ = (
+        "_length",
+        "_parts",
+        "agent_id",
+        "last_delta_ts",
+        "run_id",
+        "sent",
+        "seq",
+        "session_id",
+        "session_key",
+        "started_at",
+    )
+
+    def __init__(
+        self, *, run_id: str, session_key: str, session_id: str | None = None, agent_id: str | None = None
+    ) -> None:
+        self.run_id = run_id
+        self.session_key = session_key
+        self.session_id = session_id
+        self.agent_id = agent_id
+        self.seq = 0
+        self.started_at: int | None = None
+        self.sent = 0
+        """Characters of `text` the deltas rendered so far carried."""
+        self.last_delta_ts = 0
+        """`ts` of the last text delta appended (what a delayed delta is stamped with)."""
+        self._parts: list[str] = []
+        self._length = 0
 
     def next_seq(self) -> int:
         self.seq += 1
         return self.seq
+
+    @property
+    def text(self) -> str:
+        """Text of the assistant message being streamed, or of the last completed one."""
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    def reset_text(self, text: str) -> None:
+        """Start over with `text`, all of it counted as sent (a new message, or a completed one)."""
+        self._parts = [text] if text else []
+        self._length = self.sent = len(text)
+
+    def append_text(self, delta: str, ts: int) -> None:
+        """A text delta of the streaming message, not rendered yet."""
+        if delta:
+            self._parts.append(delta)
+            self._length += len(delta)
+        self.last_delta_ts = ts
+
+    @property
+    def unsent(self) -> bool:
+        """Whether the text has grown past what the rendered deltas carried."""
+        return self._length > self.sent
+
+    def mark_sent(self) -> None:
+        """Count the whole text as carried without rendering it (nobody takes the frames)."""
+        self.sent = self._length
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,18 +180,16 @@ def render_compat(event: SessionEvent, run: RunStream) -> CompatPayloads | None:
         )
     if isinstance(data, MessageStarted):
         if data.role == "assistant":
-            run.text = ""
+            run.reset_text("")
         return None
     if isinstance(data, MessageDelta):
         if data.kind != "text":
             return None
-        run.text += data.delta
-        agent = _agent_payload(run, "assistant", {"text": run.text, "delta": data.delta}, ts)
-        chat = _chat_payload(run, "delta", deltaText=data.delta, message=_text_message(run.text, ts))
-        return CompatPayloads(agent=agent, chat=chat, droppable=True)
+        run.append_text(data.delta, ts)
+        return render_text_delta(run)
     if isinstance(data, MessageCompleted):
         if data.message.get("role") == "assistant":
-            run.text = message_text(data.message)
+            run.reset_text(message_text(data.message))
         return None
     if isinstance(data, ToolStarted):
         tool_data = {
@@ -169,6 +221,26 @@ def render_compat(event: SessionEvent, run: RunStream) -> CompatPayloads | None:
     if isinstance(data, AgentFinished):
         return _render_finished(data, run, ts)
     return None
+
+
+def is_text_delta(event: SessionEvent) -> bool:
+    """Whether `event` is a text delta (the only events whose compat frames may be paced)."""
+    data = event.data
+    return isinstance(data, MessageDelta) and data.kind == "text"
+
+
+def render_text_delta(run: RunStream) -> CompatPayloads | None:
+    """One `agent` assistant delta and one `chat` delta carrying the text the run's deltas have
+    not carried yet, stamped with the last delta's `ts`; None when there is none."""
+    if not run.unsent:
+        return None
+    text = run.text
+    delta = text[run.sent :]
+    run.sent = len(text)
+    ts = run.last_delta_ts
+    agent = _agent_payload(run, "assistant", {"text": text, "delta": delta}, ts)
+    chat = _chat_payload(run, "delta", deltaText=delta, message=_text_message(text, ts))
+    return CompatPayloads(agent=agent, chat=chat, droppable=True)
 
 
 def _render_finished(data: AgentFinished, run: RunStream, ts: int) -> CompatPayloads:

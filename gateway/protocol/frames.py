@@ -31,20 +31,65 @@ FIRST_REQUEST_MUST_BE_CONNECT = "invalid handshake: first request must be connec
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+@dataclass(frozen=True, slots=True)
+class RawJSON:
+    """JSON text serialised already (compact, valid UTF-8), which `dumps` inserts as it is: a
+    large value that changes rarely and is sent often (the presence list) is encoded once."""
+
+    text: str
+
+
+class _Raw(Exception):
+    """`dumps` met a `RawJSON`: the value is composed piece by piece instead."""
+
+
+def _refuse_raw(value: Any) -> Any:
+    if isinstance(value, RawJSON):
+        raise _Raw
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def dumps(value: Any) -> str:
     """Compact JSON (no spaces, non-ASCII left unescaped). Raises TypeError/ValueError for values
-    JSON cannot hold (objects of unknown types, NaN, infinities).
+    JSON cannot hold (objects of unknown types, NaN, infinities). A `RawJSON` anywhere in `value`
+    is inserted as its text.
 
     The result always encodes to UTF-8: a string holding an unpaired surrogate (which a Python
     str can, e.g. from a provider's JSON) makes the whole text fall back to `\\u` escapes.
     """
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    try:
+        text = json.dumps(
+            value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_refuse_raw
+        )
+    except _Raw:
+        return _compose(value)
     if not text.isascii():
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
             text = json.dumps(value, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
     return text
+
+
+def _compose(value: Any) -> str:
+    """`dumps` of a value holding `RawJSON`s: containers are joined here, the rest encoded."""
+    if isinstance(value, RawJSON):
+        return value.text
+    if isinstance(value, dict):
+        items = (f"{dumps(_key(key))}:{dumps(item)}" for key, item in value.items())
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(dumps(item) for item in value) + "]"
+    return dumps(value)
+
+
+def _key(key: Any) -> str:
+    """A dict key as `json.dumps` writes it (str, int, float, bool or None)."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool | int | float):
+        return json.dumps(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,15 +375,30 @@ def encode_event_template(
 ) -> EventTemplate:
     """Serialise `event` once for fan-out; see `EventTemplate`. Raises TypeError/ValueError for a
     payload JSON cannot hold (see `dumps`)."""
-    full = event_frame(event, payload)
-    head = full[:-1]  # drop the closing brace
+    return event_template_from_json(
+        event, None if payload is None else dumps(payload), state_version, droppable=droppable
+    )
+
+
+def event_template_from_json(
+    event: str,
+    payload_json: str | None,
+    state_version: Mapping[str, int] | None = None,
+    *,
+    droppable: bool = False,
+) -> EventTemplate:
+    """`encode_event_template` for a payload already serialised (`payload_json`, compact JSON
+    text, None for no payload): the same template, without encoding the payload again."""
+    head = '{"type":"event","event":' + dumps(event)
+    if payload_json is not None:
+        head += ',"payload":' + payload_json
     sv = _state_version_dict(state_version)
     tail = ("," + '"stateVersion":' + dumps(sv) if sv is not None else "") + "}"
     return EventTemplate(
         event=event,
         head=head,
         tail=tail,
-        head_bytes=len(head.encode("utf-8")),
-        tail_bytes=len(tail.encode("utf-8")),
+        head_bytes=len(head.encode("utf-8")) if not head.isascii() else len(head),
+        tail_bytes=len(tail),
         droppable=droppable,
     )

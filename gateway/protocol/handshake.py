@@ -34,8 +34,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import ValidationError
 
 from gateway.auth import AuthConfig, secrets_equal
@@ -47,7 +45,7 @@ from gateway.protocol.codes import (
     ErrorShape,
     truncate_close_reason,
 )
-from gateway.protocol.frames import event_frame, response_from_error
+from gateway.protocol.frames import RawJSON, event_frame, response_from_error
 from gateway.protocol.methods import OPERATOR_SCOPES
 from gateway.protocol.params import ConnectParams, DeviceIdentity, describe_validation_error
 
@@ -350,6 +348,10 @@ def device_signature_payloads(
 def _check_device(
     connect: ConnectParams, device: DeviceIdentity, nonce: str, now_ms: int
 ) -> str | ConnectRejected:
+    # Imported by the first device that connects: clients without a device identity never need it.
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     try:
         public_bytes = b64url_decode(device.public_key)
         if len(public_bytes) != 32:
@@ -422,7 +424,7 @@ def build_hello_ok(
     conn_id: str,
     methods: Sequence[str],
     events: Sequence[str],
-    presence: Sequence[Mapping[str, Any]],
+    presence: Sequence[Mapping[str, Any]] | RawJSON,
     health: Mapping[str, Any],
     state_version: Mapping[str, int],
     uptime_ms: int,
@@ -457,7 +459,7 @@ def build_hello_ok(
 
     snapshot: dict[str, Any] = {
         "suspension": {"phase": "accepting"},
-        "presence": [dict(entry) for entry in presence],
+        "presence": presence if isinstance(presence, RawJSON) else [dict(entry) for entry in presence],
         "health": dict(health),
         "stateVersion": {"presence": int(state_version["presence"]), "health": int(state_version["health"])},
         "uptimeMs": uptime_ms,

@@ -90,6 +90,16 @@ METHODS: Mapping[str, MethodSpec] = _table(
     # answers them with empty lists.
     MethodSpec("question.list", Scope.QUESTIONS, p.EmptyParams),
     MethodSpec("plugin.approval.list", Scope.APPROVALS, p.EmptyParams),
+    # Scheduled runs: reading is operator.read, changing or running a job operator.admin, as in
+    # OpenClaw's schema.
+    MethodSpec("cron.list", R, p.CronListParams),
+    MethodSpec("cron.get", R, p.CronGetParams),
+    MethodSpec("cron.status", R, p.EmptyParams),
+    MethodSpec("cron.runs", R, p.CronRunsParams),
+    MethodSpec("cron.add", A, p.CronAddParams),
+    MethodSpec("cron.update", A, p.CronUpdateParams),
+    MethodSpec("cron.remove", A, p.CronRemoveParams),
+    MethodSpec("cron.run", A, p.CronRunParams),
     # gateway extensions
     MethodSpec("sessions.tree", R, p.SessionsTreeParams, native=True),
     MethodSpec("sessions.branch", W, p.SessionsBranchParams, native=True),
@@ -102,6 +112,11 @@ METHODS: Mapping[str, MethodSpec] = _table(
     MethodSpec("tokens.create", A, p.TokensCreateParams, native=True),
     MethodSpec("tokens.list", A, p.NativeEmptyParams, native=True),
     MethodSpec("tokens.revoke", A, p.TokensRevokeParams, native=True),
+    MethodSpec("mcp.list", A, p.NativeEmptyParams, native=True),
+    MethodSpec("mcp.restart", A, p.McpRestartParams, native=True),
+    MethodSpec("extensions.list", A, p.NativeEmptyParams, native=True),
+    MethodSpec("extensions.enable", A, p.ExtensionNameParams, native=True),
+    MethodSpec("extensions.disable", A, p.ExtensionNameParams, native=True),
 )
 
 METHOD_NAMES: tuple[str, ...] = tuple(METHODS)
@@ -133,6 +148,7 @@ EVENTS: tuple[str, ...] = (
     "chat",
     "sessions.changed",
     "session.message",
+    "cron",
     *NATIVE_SESSION_EVENTS,
 )
 """Every event the gateway may send: what `hello-ok.features.events` lists."""

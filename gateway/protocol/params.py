@@ -59,13 +59,19 @@ ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
 class CompatParams(BaseModel):
     """Base of the OpenClaw-compatible params: strict types, unknown fields kept."""
 
-    model_config = ConfigDict(alias_generator=to_camel, extra="allow", strict=True, frozen=True)
+    # Each model's validator is built when its method is first called, not at import: most
+    # connections use a handful of the forty models.
+    model_config = ConfigDict(
+        alias_generator=to_camel, extra="allow", strict=True, frozen=True, defer_build=True
+    )
 
 
 class NativeParams(BaseModel):
     """Base of the gateway's own params: strict types, unknown fields refused."""
 
-    model_config = ConfigDict(alias_generator=to_camel, extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(
+        alias_generator=to_camel, extra="forbid", strict=True, frozen=True, defer_build=True
+    )
 
 
 def _bool_or_all(value: Any) -> bool | str:
@@ -400,6 +406,18 @@ class TokensRevokeParams(NativeParams):
     name: Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
+class McpRestartParams(NativeParams):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    agent_id: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    """Only this agent's instance of the server (default: every agent's)."""
+
+
+class ExtensionNameParams(NativeParams):
+    """`extensions.enable` and `extensions.disable`."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
 class PairingListParams(CompatParams):
     channel: NonEmptyStr | None = None
 
@@ -408,6 +426,94 @@ class PairingApproveParams(CompatParams):
     code: NonEmptyStr
     channel: NonEmptyStr | None = None
     account_id: NonEmptyStr | None = None
+
+
+# --- cron jobs (OpenClaw's `Cron*Params`; jobs' nested objects are checked by gateway.automation) --
+
+CronLimit = Annotated[int, Field(ge=1, le=200)]
+RunStatusName = Literal["ok", "error", "skipped"]
+DeliveryStatusName = Literal["delivered", "not-delivered", "unknown", "not-requested"]
+
+
+class CronListParams(CompatParams):
+    include_disabled: bool | None = None
+    limit: CronLimit | None = None
+    offset: Annotated[int, Field(ge=0)] | None = None
+    query: str | None = None
+    enabled: Literal["all", "enabled", "disabled"] | None = None
+    schedule_kind: Literal["all", "at", "every", "cron", "on-exit", "stream"] | None = None
+    last_run_status: Literal["all", "ok", "error", "skipped", "unknown"] | None = None
+    sort_by: Literal["nextRunAtMs", "updatedAtMs", "name"] | None = None
+    sort_dir: Literal["asc", "desc"] | None = None
+    agent_id: NonEmptyStr | None = None
+
+
+class _CronJobRef(CompatParams):
+    """A job named by `id` or, as older clients write it, `jobId`."""
+
+    id: NonEmptyStr | None = None
+    job_id: NonEmptyStr | None = None
+
+    @model_validator(mode="after")
+    def _id_or_job_id(self) -> _CronJobRef:
+        if self.id is None and self.job_id is None:
+            raise ValueError("must have required property 'id'")
+        return self
+
+    @property
+    def target(self) -> str:
+        return self.id if self.id is not None else str(self.job_id)
+
+
+class CronGetParams(_CronJobRef):
+    pass
+
+
+class CronRemoveParams(_CronJobRef):
+    pass
+
+
+class CronRunParams(_CronJobRef):
+    mode: Literal["due", "force", "if-enabled"] | None = None
+
+
+class CronUpdateParams(_CronJobRef):
+    patch: dict[str, Any]
+
+
+class CronAddParams(CompatParams):
+    """Nested objects (`schedule`, `payload`, `delivery`) are checked by `gateway.automation`,
+    which names the field at fault. `catchUp` is the gateway's own field."""
+
+    name: NonEmptyStr
+    schedule: dict[str, Any]
+    payload: dict[str, Any]
+    session_target: NonEmptyStr | None = None
+    wake_mode: Literal["now", "next-heartbeat"] | None = None
+    agent_id: NonEmptyStr | None = None
+    session_key: SessionKey | None = None
+    description: str | None = None
+    display_name: Label | None = None
+    enabled: bool | None = None
+    delete_after_run: bool | None = None
+    delivery: dict[str, Any] | None = None
+    catch_up: Literal["none", "latest", "all"] | None = None
+
+
+class CronRunsParams(CompatParams):
+    scope: Literal["job", "all"] | None = None
+    id: NonEmptyStr | None = None
+    job_id: NonEmptyStr | None = None
+    run_id: NonEmptyStr | None = None
+    agent_id: NonEmptyStr | None = None
+    limit: CronLimit | None = None
+    offset: Annotated[int, Field(ge=0)] | None = None
+    statuses: Annotated[list[RunStatusName], Field(min_length=1, max_length=3)] | None = None
+    status: Literal["all", "ok", "error", "skipped"] | None = None
+    delivery_statuses: Annotated[list[DeliveryStatusName], Field(min_length=1, max_length=4)] | None = None
+    delivery_status: DeliveryStatusName | None = None
+    query: str | None = None
+    sort_dir: Literal["asc", "desc"] | None = None
 
 
 # --- error wording ----------------------------------------------------------------------------

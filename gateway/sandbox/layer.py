@@ -3,8 +3,9 @@
 `sandbox_layer(tools, settings, audit, machine=...)` returns the same tools, wrapped:
 
 - `read`, `write`, `edit`, `grep`, `find`, `ls`: the `path` argument (default: the workspace) is
-  resolved with `resolve_in_workspace`; a path leading outside is refused, otherwise the tool
-  receives the resolved absolute path;
+  resolved with `resolve_in_workspace`; a path leading outside is refused (except an absolute
+  path inside one of `read_roots` for the reading tools), otherwise the tool receives the
+  resolved absolute path;
 - `bash`: the command is classified by exec mediation; every refusal and every allowed command
   at or above medium is audited with the decision and the parsed reason, and those at or above
   the deny threshold are refused; the rest run through the runner the machine chooses for the
@@ -56,7 +57,7 @@ def _confine_paths(
         if not isinstance(raw, str):
             raise ToolError(f"Argument 'path' must be a string, got {type(raw).__name__}")
         try:
-            resolved = resolve_in_workspace(workspace, raw)
+            resolved = _resolve(tool.name, settings, raw)
         except PathOutsideWorkspaceError as exc:
             audit(
                 {
@@ -74,6 +75,22 @@ def _confine_paths(
         return result
 
     return dataclasses.replace(tool, execute=execute)
+
+
+def _resolve(tool_name: str, settings: SandboxSettings, raw: str) -> Path:
+    """`raw` resolved in the workspace, or (for a reading tool and an absolute path) in one of
+    the read-only roots. Raises the workspace's PathOutsideWorkspaceError when neither holds it."""
+    try:
+        return resolve_in_workspace(settings.workspace, raw)
+    except PathOutsideWorkspaceError:
+        if tool_name in _WRITING_TOOLS or not Path(raw.strip()).is_absolute():
+            raise
+        for root in settings.read_roots:
+            try:
+                return resolve_in_workspace(root, raw)
+            except PathOutsideWorkspaceError:
+                continue
+        raise
 
 
 def _refusal(classification: Classification) -> str:

@@ -47,6 +47,7 @@ class SandboxSettings:
     allowed_env: environment variable names (or globs like ``LC_*``) passed to commands in
     addition to PATH, LANG, TERM and HOME (the workspace).
     limits: per-call resource limits.
+    read_roots: see the field.
     Raises `ValueError` naming the field when a value is invalid.
     """
 
@@ -57,6 +58,9 @@ class SandboxSettings:
     output_cap_bytes: int = DEFAULT_OUTPUT_CAP_BYTES
     allowed_env: tuple[str, ...] = ()
     limits: ResourceLimits = field(default_factory=ResourceLimits)
+    read_roots: tuple[Path, ...] = ()
+    """Directories outside the workspace that the reading file tools (`read`, `grep`, `find`,
+    `ls`) may also read, by absolute path: the agent's skill folders. Never written."""
 
     def __post_init__(self) -> None:
         if self.mode in RETIRED_MODES:
@@ -78,6 +82,7 @@ class SandboxSettings:
         object.__setattr__(self, "deny_threshold", threshold)
         object.__setattr__(self, "workspace", Path(self.workspace))
         object.__setattr__(self, "allowed_env", tuple(self.allowed_env))
+        object.__setattr__(self, "read_roots", tuple(Path(root) for root in self.read_roots))
 
     @property
     def threshold(self) -> RiskTier | None:

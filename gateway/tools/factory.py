@@ -7,7 +7,8 @@ start-up), the choice for the configured mode is logged, and `sandbox_status` an
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from gateway.tools.pipeline import PipelineSpec, build_tools
 from sessions.profiles import RunContext
 
 if TYPE_CHECKING:
+    from gateway.extensions.runtime import Extensions
     from gateway.state import GatewayState
 
 audit_log = structlog.get_logger("gateway.audit")
@@ -63,6 +65,8 @@ class ToolsFactory:
             uid_count=section.uid_count,
             gid_base=section.uid_base,
         )
+        self.extensions: Extensions | None = None
+        """MCP servers and Python extensions; set by the app, which starts and stops them."""
         agent_modes = [config.resolve_agent(agent).sandbox_mode for agent in config.agent_ids]
         for mode in dict.fromkeys([section.mode, *agent_modes]):
             self.machine.announce(mode)
@@ -78,10 +82,11 @@ class ToolsFactory:
         state = "confined" if choice.confined else "NOT CONFINED"
         return f"sandbox: mode {choice.mode}, runner {choice.runner} ({state}; {choice.reason})"
 
-    def __call__(self, ctx: RunContext) -> list[AgentTool]:
+    def __call__(self, ctx: RunContext) -> list[AgentTool] | Awaitable[list[AgentTool]]:
         config = self.config
         extra = ctx.profile.extra
         workspace = Path(ctx.profile.workspace or config.home / "workspaces" / ctx.profile.id)
+        gw = self.state()
         sandbox = SandboxSettings(
             workspace=workspace,
             mode=extra.get("sandbox_mode") or config.sandbox.mode,
@@ -89,8 +94,9 @@ class ToolsFactory:
             timeout_s=config.sandbox.timeout_s,
             output_cap_bytes=config.sandbox.output_cap_bytes,
             limits=self.limits,
+            # Skills listed in the system prompt are read where they are.
+            read_roots=tuple(gw.directory.library.read_roots(workspace)),
         )
-        gw = self.state()
         channels = gw.channels
         spec = PipelineSpec(
             session=ctx.session,
@@ -104,7 +110,31 @@ class ToolsFactory:
             allow=tuple(extra.get("tools_allow") or ()),
             deny=tuple(extra.get("tools_deny") or ()),
         )
-        return build_tools(spec)
+        extensions = self.extensions
+        if extensions is None or not extensions.active(ctx.profile.id):
+            return build_tools(spec)
+        return self._with_extensions(extensions, ctx, spec)
+
+    async def _with_extensions(
+        self, extensions: Extensions, ctx: RunContext, spec: PipelineSpec
+    ) -> list[AgentTool]:
+        """The pipeline with the agent's MCP servers' tools (started if needed) and the enabled
+        extensions' tools and tool hooks."""
+        from functools import partial
+
+        from gateway.extensions.tool_hooks import hook_layer
+
+        extras = await extensions.run_extras(ctx.profile.id, spec.sandbox, spec.audit, ctx.session.id)
+        hooks = None
+        if extras.before or extras.after:
+            hooks = partial(
+                hook_layer,
+                before=extras.before,
+                after=extras.after,
+                session_id=ctx.session.id,
+                agent_id=ctx.profile.id,
+            )
+        return build_tools(replace(spec, extra=[*spec.extra, *extras.tools], hooks=hooks))
 
     def close(self) -> None:
         self.machine.close()

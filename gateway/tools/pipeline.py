@@ -8,7 +8,10 @@
 6. schema normalisation for the session's provider;
 7. abort wrapping with the run's signal.
 
-Each layer is a function from a tool list to a tool list and is tested on its own.
+Each layer is a function from a tool list to a tool list and is tested on its own. Tools from
+MCP servers and Python extensions join with the channel tools (`extra`, layer 4; a name a
+built-in tool already has is left out), so the policy and every later layer apply to them too;
+extensions' `before_tool_call`/`after_tool_call` hooks wrap every tool the policy kept (`hooks`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from agent_core import AbortSignal, AgentTool
 from gateway.sandbox import SandboxMachine, SandboxSettings
 from gateway.tools.abort_wrap import abort_layer
@@ -25,7 +30,10 @@ from gateway.tools.gateway_tools import GatewayToolsHost, gateway_tools
 from gateway.tools.policy import policy_layer
 from gateway.tools.schema import schema_layer
 
+log = structlog.get_logger("gateway.tools")
+
 ChannelTools = Callable[[Any], list[AgentTool]]
+ToolsLayer = Callable[[list[AgentTool]], list[AgentTool]]
 
 
 @dataclass(kw_only=True)
@@ -47,6 +55,9 @@ class PipelineSpec:
     signal: AbortSignal | None = None
     base: bool = True
     extra: list[AgentTool] = field(default_factory=list)
+    """Tools of MCP servers and extensions (`gateway.extensions`)."""
+    hooks: ToolsLayer | None = None
+    """Extensions' tool hooks around every tool the policy kept."""
 
 
 def base_layer(workspace: Path) -> list[AgentTool]:
@@ -69,7 +80,19 @@ def build_tools(spec: PipelineSpec) -> list[AgentTool]:
         tools += gateway_tools(spec.host, spec.session.id)
     if spec.channel_tools is not None:
         tools += spec.channel_tools(spec.session)
-    tools += spec.extra
+    taken = {tool.name for tool in tools}
+    for tool in spec.extra:
+        if tool.name in taken:
+            log.warning(
+                "tool left out: a tool of that name exists",
+                tool=tool.name,
+                origin=tool.metadata.get("origin"),
+            )
+            continue
+        taken.add(tool.name)
+        tools.append(tool)
     tools = policy_layer(tools, allow=spec.allow, deny=spec.deny, scopes=spec.scopes)
+    if spec.hooks is not None:
+        tools = spec.hooks(tools)
     tools = schema_layer(tools, provider=spec.provider)
     return abort_layer(tools, signal=spec.signal)

@@ -5,6 +5,8 @@
 // `window.gatewayDashboard` is this App, for poking at the state from the browser console.
 
 import { SessionActions } from "./actions.js";
+import { AutomationPanel } from "./automation.js";
+import { CommandCompletion } from "./completion.js";
 import { forgetCredentials, readCredentials, refusalText, saveCredentials } from "./auth.js";
 import { ConnectionLost, GatewayConnection } from "./connection.js";
 import { dismissToasts, placeToasts, toast } from "./dialogs.js";
@@ -70,6 +72,10 @@ class App {
       onReady: (hello) => this.onReady(hello),
       onGap: () => this.refreshListSoon(),
     });
+    this.automation = new AutomationPanel({
+      request: (method, params) => this.connection.request(method, params),
+      connected: () => this.connection.ready,
+    });
   }
 
   start() {
@@ -103,6 +109,7 @@ class App {
     this.statusAt = Date.now();
     this.renderStatus();
     this.outbox.flush(this.connection);
+    this.automation.onReady();
     clearInterval(this._statusTimer);
     this._statusTimer = setInterval(() => this.refreshStatus(), STATUS_EVERY_MS);
     this.refreshStatus();
@@ -208,6 +215,10 @@ class App {
       if (["reset", "switch"].includes(payload.reason)) this.refreshListSoon();
       this.refreshStatusSoon();
       this.schedule();
+      return;
+    }
+    if (name === "cron") {
+      this.automation.onEvent(payload);
       return;
     }
     if (name === "shutdown") {
@@ -342,6 +353,10 @@ class App {
     $("sidebar-toggle").addEventListener("click", () => drawer(!document.body.classList.contains("drawer-open")));
     $("scrim").addEventListener("click", () => drawer(false));
     $("composer").addEventListener("submit", (event) => this.send(event));
+    // `/` completion; it takes Enter and the arrow keys while its list is open.
+    this.completion = new CommandCompletion($("composer-input"), () =>
+      this.connection.request("commands.list", { agentId: this.currentRow()?.agentId || "main", scope: "text" }),
+    );
     $("composer-input").addEventListener("keydown", (event) => {
       if (event.key === "Enter" && !event.shiftKey && !event.isComposing) this.send(event);
     });

@@ -9,9 +9,12 @@ from a task of its own (as a provider does), one loop tick apart. The producer t
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any
+
+import msgspec
 
 from agent_core import (
     AssistantMessage,
@@ -109,11 +112,11 @@ def until_aborted(model: Model = MODEL) -> Producer:
     async def produce(stream: AssistantMessageEventStream, options: StreamOptions) -> None:
         await asyncio.sleep(0)
         partial = assistant(model=model)
-        stream.push(StartEvent(partial=partial.model_copy(deep=True)))
+        stream.push(StartEvent(partial=copy.deepcopy(partial)))
         assert options.signal is not None
         await options.signal.wait()
         await asyncio.sleep(0)
-        final = partial.model_copy(update={"stop_reason": "aborted", "error_message": "Request was aborted"})
+        final = msgspec.structs.replace(partial, stop_reason="aborted", error_message="Request was aborted")
         stream.push(ErrorEvent(reason="aborted", error=final))
 
     return produce
@@ -124,13 +127,13 @@ class Partial:
 
     def __init__(self, final: AssistantMessage) -> None:
         self.final = final
-        self.message = final.model_copy(
-            update={"content": [], "stop_reason": "stop", "error_message": None}, deep=True
+        self.message = msgspec.structs.replace(
+            copy.deepcopy(final), content=[], stop_reason="stop", error_message=None
         )
         self.out: list[AssistantMessageEvent] = [StartEvent(partial=self._snapshot())]
 
     def _snapshot(self) -> AssistantMessage:
-        return self.message.model_copy(deep=True)
+        return copy.deepcopy(self.message)
 
     def text(self, *deltas: str) -> Partial:
         index = len(self.message.content)
@@ -153,9 +156,7 @@ class Partial:
             block.arguments = dict(arguments)
             self.out.append(ToolCallDeltaEvent(content_index=index, delta=delta, partial=self._snapshot()))
         self.out.append(
-            ToolCallEndEvent(
-                content_index=index, tool_call=block.model_copy(deep=True), partial=self._snapshot()
-            )
+            ToolCallEndEvent(content_index=index, tool_call=copy.deepcopy(block), partial=self._snapshot())
         )
         return self
 

@@ -10,12 +10,14 @@ result, the Agent's state and the scenario's other recorded facts must be equal 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from agent_core import (
@@ -727,11 +729,9 @@ def faux_reply(final: AssistantMessage) -> Producer:
 
     def build() -> list[AssistantMessageEvent]:
         def upto(index: int) -> AssistantMessage:
-            return final.model_copy(update={"content": final.content[: index + 1]}, deep=True)
+            return copy.deepcopy(msgspec.structs.replace(final, content=final.content[: index + 1]))
 
-        out: list[AssistantMessageEvent] = [
-            StartEvent(partial=final.model_copy(update={"content": []}, deep=True))
-        ]
+        out: list[AssistantMessageEvent] = [StartEvent(partial=msgspec.structs.replace(final, content=[]))]
         for index, block in enumerate(final.content):
             if block.type == "thinking":
                 out.append(ThinkingStartEvent(content_index=index, partial=upto(index)))

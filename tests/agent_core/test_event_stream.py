@@ -247,3 +247,45 @@ async def test_a_stream_has_at_most_one_producer() -> None:
         stream.start(extra.run())
     producer.gate.set()
     assert await stream.result() == "result of done"
+
+
+# --- consuming by callback --------------------------------------------------------------------
+
+
+async def test_a_listener_gets_the_queued_events_then_each_push_as_it_happens() -> None:
+    stream = stream_of_strings()
+    stream.push("a")
+    seen: list[str] = []
+    stream.listen(seen.append)
+    assert seen == ["a"] and len(stream) == 0
+    stream.push("b")
+    assert seen == ["a", "b"]  # delivered by push itself, before anything else runs
+    stream.push("done")
+    stream.push("late")
+    assert seen == ["a", "b", "done"]
+    assert await stream.result() == "result of done"
+
+
+async def test_a_stream_has_one_consumer_listener_or_iterator() -> None:
+    stream = stream_of_strings()
+    stream.listen(lambda _event: None)
+    with pytest.raises(RuntimeError, match="already has a consumer"):
+        stream.listen(lambda _event: None)
+    iterated = stream_of_strings()
+    consumer = asyncio.ensure_future(collect(iterated))
+    await asyncio.sleep(0)
+    with pytest.raises(RuntimeError, match="already has a consumer"):
+        iterated.listen(lambda _event: None)
+    iterated.push("done")
+    assert await consumer == ["done"]
+
+
+async def test_abandon_cancels_the_producer_without_waiting_for_it() -> None:
+    stream, producer = started("a")
+    stream.listen(lambda _event: None)
+    await producer.pushed.wait()
+    stream.abandon()
+    assert not producer.ended.is_set()  # cancelled, not yet finished
+    async with asyncio.timeout(5):
+        await producer.ended.wait()
+    assert producer.outcome == "cancelled"

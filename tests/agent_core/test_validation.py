@@ -190,7 +190,7 @@ def test_root_failures_are_reported_at_root() -> None:
         {"type": "object", "minProperties": 1}, {}
     )
     # prepare_arguments may hand the validator something that is not an object at all
-    odd = ToolCall.model_construct(id="c1", name="probe", type="toolCall", arguments=[1, 2])  # type: ignore[arg-type]
+    odd = ToolCall(id="c1", name="probe", arguments=[1, 2])  # type: ignore[arg-type]
     with pytest.raises(ToolError, match="  - root: must be object"):
         validate_tool_arguments(SchemaTool({"type": "object"}), odd)
 

@@ -13,7 +13,7 @@ import pytest
 
 from gateway.client import GatewayClient
 from tests.daemon import Daemon
-from tests.e2e.helpers import load_json, module_daemon, shape_problems, wait_for
+from tests.e2e.helpers import Raw, connect_params, load_json, module_daemon, shape_problems, wait_for
 
 CONFIG = """
 [gateway]
@@ -180,3 +180,86 @@ async def test_session_scoped_clients_get_streams_only_for_their_sessions(gw: Da
     runs = {e["payload"]["runId"] for e in got if e["event"] in ("agent", "chat")}
     assert runs == {"m1"}
     assert {"o1", "m1"} <= {e["payload"]["runId"] for e in all_seen if e["event"] in ("agent", "chat")}
+
+
+async def test_openclaw_deltas_are_paced_in_order_and_the_final_carries_the_whole_text(gw: Daemon) -> None:
+    """`!long 80` streams a word every 10 ms: an OpenClaw client gets at most one delta every
+    75 ms, each carrying the text so far, and a final with all of it; a native client gets every
+    word."""
+    caps = ("session-scoped-events", "native-events-only")
+    async with openclaw_client(gw) as client, GatewayClient(gw.url, token=gw.token, caps=caps) as native:
+        await native.call("sessions.events.subscribe", {"key": "agent:main:ev-paced"})
+        started = time.monotonic()
+        await client.call(
+            "chat.send",
+            {"sessionKey": "agent:main:ev-paced", "message": "!long 80", "idempotencyKey": "pace"},
+        )
+        seen: list[dict[str, Any]] = []
+        await wait_for(client, run_end("pace"), into=seen)
+        elapsed = time.monotonic() - started
+        natively: list[dict[str, Any]] = []
+        await wait_for(native, lambda e: e["event"] == "session.agent.finished", into=natively)
+    text = " ".join(f"w{n}" for n in range(1, 81))
+    run = [e["payload"] for e in seen if e["event"] in ("agent", "chat") and e["payload"]["runId"] == "pace"]
+    assistant = [p["data"] for p in run if p.get("stream") == "assistant"]
+    chat_deltas = [p for p in run if p.get("state") == "delta"]
+    # Spaced: no more deltas than 75 ms intervals in the whole exchange (the machine's load only
+    # lengthens it), far fewer than the words.
+    assert len(chat_deltas) == len(assistant) <= elapsed / 0.075 + 2
+    assert len(assistant) < 80
+    # In order, each carrying the text so far; together, all of it.
+    assert "".join(d["delta"] for d in assistant) == text
+    assert all(
+        after["text"] == before["text"] + after["delta"] for before, after in itertools.pairwise(assistant)
+    )
+    assert "".join(d["deltaText"] for d in chat_deltas) == text
+    agent_seqs = [p["seq"] for p in run if "stream" in p]
+    assert agent_seqs == list(range(1, len(agent_seqs) + 1))
+    final = run[-1]
+    assert final["state"] == "final" and final["message"]["content"] == [{"type": "text", "text": text}]
+    words = [e["payload"]["delta"] for e in natively if e["event"] == "session.message.delta"]
+    assert "".join(words) == text and len(words) == 80
+
+
+async def test_presence_is_the_whole_list_in_hello_ok_then_changes(gw: Daemon) -> None:
+    def ui(instance: str) -> dict[str, Any]:
+        params = connect_params(gw.token, mode="ui", client_id="openclaw-control-ui")
+        params["client"]["instanceId"] = instance
+        return params
+
+    first = await Raw.open(gw.url)
+    hello = await first.handshake(ui("ui-first"))
+    assert hello["ok"]
+    before = hello["payload"]["snapshot"]
+    assert "ui-first" not in [e["instanceId"] for e in before["presence"]]
+    joined = await _presence_event(first)
+    assert [e["instanceId"] for e in joined["payload"]["upserted"]] == ["ui-first"]
+    assert joined["payload"]["removed"] == []
+    assert joined["stateVersion"]["presence"] > before["stateVersion"]["presence"]
+
+    second = await Raw.open(gw.url)
+    hello = await second.handshake(ui("ui-second"))
+    snapshot = hello["payload"]["snapshot"]
+    assert "ui-first" in [e["instanceId"] for e in snapshot["presence"]]
+    assert snapshot["stateVersion"]["presence"] >= joined["stateVersion"]["presence"]
+    change = await _presence_event(first)
+    assert [e["instanceId"] for e in change["payload"]["upserted"]] == ["ui-second"]
+    entry = change["payload"]["upserted"][0]
+    assert entry["mode"] == "ui" and entry["platform"] == "linux" and isinstance(entry["ts"], int)
+    listed = (await first.request("system-presence"))["payload"]
+    assert {"ui-first", "ui-second"} <= {e["instanceId"] for e in listed}
+
+    await second.ws.close()
+    left = await _presence_event(first)
+    assert left["payload"] == {"upserted": [], "removed": ["ui-second"]}
+    # A command-line client gets no entry, and its coming and going changes nothing.
+    async with openclaw_client(gw) as cli:
+        assert "cli" not in {e.get("mode") for e in await cli.call("system-presence")}
+    await first.ws.close()
+
+
+async def _presence_event(raw: Raw) -> dict[str, Any]:
+    while True:
+        frame = await raw.recv()
+        if frame.get("event") == "presence":
+            return frame

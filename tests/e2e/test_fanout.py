@@ -18,8 +18,9 @@ from tests.daemon import Daemon, start_daemon
 from tests.e2e.helpers import Raw, connect_params, is_run_end, wait_for
 
 # Small enough that a stuck client passes it quickly, large enough for the bursts a group commit
-# of the event log hands to clients that keep up.
-CONFIG = "[gateway]\nmax_buffered_bytes = 524288\n"
+# of the event log hands to clients that keep up. OpenClaw deltas unpaced: each carries the whole
+# reply so far, which fills a stuck client's socket fast.
+CONFIG = "[gateway]\nmax_buffered_bytes = 524288\ncompat_delta_interval_ms = 0\n"
 WATCHED = "agent:main:watched"
 HEAVY = "agent:main:heavy"
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
 import stat
 import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import httpx
@@ -15,7 +18,7 @@ import pytest
 
 from gateway.client import GatewayClient
 from tests.daemon import GATEWAYD, Daemon, start_daemon
-from tests.e2e.helpers import MAIN, wait_for
+from tests.e2e.helpers import MAIN, free_port, wait_for
 
 
 def run_gatewayd(
@@ -237,3 +240,87 @@ def test_an_unusable_database_exits_1(gateway_home: Path) -> None:
     assert result.returncode == 1
     assert "gatewayd: could not start: database error" in result.stderr
     assert "listening on" not in result.stdout
+
+
+NOT_AT_START_UP = (
+    "alembic",  # migrations: only when the schema is behind
+    "mako",
+    "rich",  # the console log renderer: only on a terminal
+    "pygments",
+    "sqlalchemy.orm",  # the store uses SQLAlchemy Core only
+    "sqlalchemy.dialects.postgresql",  # only for a PostgreSQL URL
+    "asyncpg",
+    "bindings",  # chat channels: only when [bindings] configures one
+    "httpx",  # the LLM providers' and the channels' HTTP client: only with the first request
+    "jsonschema",  # tool arguments: only with the first tool call
+    "cryptography",  # device signatures: only when a device connects
+    "tree_sitter",  # the shell grammar: only with the first bash command
+    "tree_sitter_bash",
+)
+"""Modules a daemon with the default configuration (SQLite, no bindings, logs to a file) does not
+import to start and answer a first handshake."""
+
+_STARTED_IN_PROCESS = textwrap.dedent(
+    """
+    import asyncio, gc, json, os, signal, sys, threading, time
+    from gateway.cli import gatewayd
+    from gateway.client import GatewayClient
+
+    url, token, report = sys.argv[1:4]
+
+    async def first_handshake():
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                async with GatewayClient(url, token=token) as client:
+                    return client.hello["type"]
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.02)
+
+    def watch():
+        hello = asyncio.run(first_handshake())
+        state = {"hello": hello, "modules": sorted(sys.modules), "gc_enabled": gc.isenabled(),
+                 "gc_frozen": gc.get_freeze_count()}
+        with open(report, "w") as out:
+            json.dump(state, out)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True).start()
+    sys.exit(gatewayd.main(sys.argv[4:]))
+    """
+)
+
+
+def test_a_default_start_imports_only_what_the_configuration_uses(gateway_home: Path) -> None:
+    # The first start creates and migrates the database (that one needs the migration tooling).
+    first = start_daemon(gateway_home)
+    assert first.stop() == 0, first.logs()
+    port = free_port()
+    token = "t" * 32
+    report = gateway_home / "modules.json"
+    env = {k: v for k, v in os.environ.items() if k != "GATEWAY_CONFIG"}
+    env.update({"GATEWAY_HOME": str(gateway_home), "GATEWAY_MODEL": "faux/echo", "GATEWAY_TOKEN": token})
+    child = [sys.executable, "-c", _STARTED_IN_PROCESS, f"ws://127.0.0.1:{port}/", token, str(report)]
+    done = subprocess.run(
+        [*child, "--port", str(port)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+        cwd=str(gateway_home),
+    )
+    assert done.returncode == 0, done.stderr[-5000:]
+    state = json.loads(report.read_text())
+    assert state["hello"] == "hello-ok"
+    unwanted = [name for name in state["modules"] if _within(name, NOT_AT_START_UP)]
+    assert unwanted == []
+    # The collector is back on once the server listens, with start-up's objects frozen out of it.
+    assert state["gc_enabled"] is True
+    assert state["gc_frozen"] > 10_000
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)

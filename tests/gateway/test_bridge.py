@@ -4,15 +4,20 @@ bridge was given."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import pytest
 import structlog
 
+import gateway.bridge
 from gateway.bridge import Bridge
 from gateway.hub import Hub
 from gateway.outlet import Outlet
+from gateway.protocol.delta_pacing import DeltaPacing
 from sessions import (
     AgentFinished,
     AgentStarted,
@@ -34,16 +39,30 @@ KEY = "agent:main:main"
 REPLY = {"role": "assistant", "content": [{"type": "text", "text": "pong"}]}
 
 
+class Clock:
+    """The time the bridge paces by, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class Wire:
-    """The far end of a WebSocket: keeps every frame the connection was sent."""
+    """The far end of a WebSocket: keeps every frame the connection was sent (and, with a clock,
+    when it was written)."""
 
     direct = False
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
         self.frames: list[dict[str, Any]] = []
+        self.written_at: list[float] = []
+        self._clock = clock
 
     async def send_text(self, data: str) -> None:
         self.frames.append(json.loads(data))
+        self.written_at.append(self._clock() if self._clock is not None else 0.0)
 
     def write_now(self, texts: Sequence[str]) -> bool:
         return False
@@ -52,15 +71,19 @@ class Wire:
         return None
 
 
-async def connect(hub: Hub, caps: frozenset[str] = frozenset()) -> tuple[Outlet, Wire]:
-    """A reader connection following SESSION natively and its committed messages."""
-    wire = Wire()
+async def connect(
+    hub: Hub, caps: frozenset[str] = frozenset(), *, clock: Clock | None = None, follow: bool = True
+) -> tuple[Outlet, Wire]:
+    """A reader connection following SESSION natively and its committed messages (unless
+    `follow` is False)."""
+    wire = Wire(clock)
     outlet = Outlet(f"c{len(hub)}", wire, 1 << 20)
     outlet.grant(frozenset({"operator.read"}), caps)
     outlet.start()
     hub.register(outlet)
-    outlet.follow_events(SESSION, 0)
-    outlet.follow_messages(SESSION)
+    if follow:
+        outlet.follow_events(SESSION, 0)
+        outlet.follow_messages(SESSION)
     return outlet, wire
 
 
@@ -258,3 +281,136 @@ async def test_a_failing_lookup_is_logged_and_sends_nothing() -> None:
     assert [(e["event"], e["session_id"]) for e in logs] == [("could not load a changed session", SESSION)]
     await bridge.aclose()
     await outlet.aclose()
+
+
+# --- rendering only what is taken, once ---------------------------------------------------------
+
+
+class Encodings:
+    """Counts the frames the bridge serialises, by event name."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.names: list[str] = []
+        for name in ("encode_event", "encode_event_json"):
+            monkeypatch.setattr(gateway.bridge, name, self._counting(getattr(gateway.bridge, name)))
+
+    def _counting(self, encode: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(event: str, *args: Any, **kwargs: Any) -> Any:
+            self.names.append(event)
+            return encode(event, *args, **kwargs)
+
+        return counted
+
+
+async def test_each_shape_is_serialised_once_and_only_when_some_connection_takes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    encodings = Encodings(monkeypatch)
+    hub = Hub()
+    bridge = Bridge(hub)
+    events = iter(run_events())
+    bridge.publish(next(events))  # nobody connected: nothing rendered
+    assert encodings.names == []
+
+    native_only = frozenset({"session-scoped-events", "native-events-only"})
+    followers = [await connect(hub, native_only) for _ in range(3)]
+    for event in itertools.islice(events, 3):  # agent started, message started, a delta
+        bridge.publish(event)
+    assert encodings.names == ["session.agent.started", "session.message.started", "session.message.delta"]
+
+    encodings.names.clear()
+    readers = [await connect(hub, follow=False) for _ in range(3)]  # OpenClaw clients, every session
+    bridge.publish(next(events))  # a tool started: no reader takes the tool stream
+    bridge.publish(next(events))  # the message completed
+    assert encodings.names == ["session.tool.started", "session.message.completed", "session.message"]
+    encodings.names.clear()
+    bridge.publish(next(events))  # the run finished
+    assert encodings.names == ["session.agent.finished", "agent", "chat"]
+    for outlet, _ in [*followers, *readers]:
+        await settle(outlet)
+    assert all(wire.frames == followers[0][1].frames for _, wire in followers)
+    assert all(wire.frames == readers[0][1].frames for _, wire in readers)
+    assert [f["event"] for f in readers[0][1].frames] == ["agent", "chat"]
+    for outlet, _ in [*followers, *readers]:
+        await outlet.aclose()
+
+
+# --- OpenClaw deltas, paced -----------------------------------------------------------------------
+
+
+def a_long_reply(words: int) -> list[SessionEvent]:
+    payloads: list[EventPayload] = [AgentStarted(), MessageStarted(message_id="m1", role="assistant")]
+    payloads += [
+        MessageDelta(message_id="m1", content_index=0, kind="text", delta=f"w{n} ")
+        for n in range(1, words + 1)
+    ]
+    return [
+        SessionEvent(SESSION, seq, data, run_id="r1", session_key=KEY, ts=1000 + seq)
+        for seq, data in enumerate(payloads, start=1)
+    ]
+
+
+def the_end(seq: int, text: str) -> list[SessionEvent]:
+    reply = {"role": "assistant", "content": [{"type": "text", "text": text}]}
+    finished = AgentFinished(
+        termination_reason=TerminationReason.NO_TOOL_CALLS,
+        total_turns=1,
+        total_tokens=3,
+        duration_ms=4,
+        stop_reason="stop",
+    )
+    return [
+        SessionEvent(
+            SESSION, seq, MessageCompleted(message_id="m1", message=reply), run_id="r1", session_key=KEY
+        ),
+        SessionEvent(SESSION, seq + 1, finished, run_id="r1", session_key=KEY),
+    ]
+
+
+async def test_openclaw_deltas_are_spaced_by_the_interval_in_order_and_the_final_has_the_whole_text() -> None:
+    clock = Clock()
+    hub = Hub()
+    bridge = Bridge(hub, pacing=DeltaPacing(interval_s=0.075, stretch=0.0), clock=clock)
+    native_follower, native_wire = await connect(
+        hub, frozenset({"session-scoped-events", "native-events-only"}), clock=clock
+    )
+    reader, wire = await connect(hub, clock=clock, follow=False)
+    events = a_long_reply(31)
+    for event in events:  # a word every 10 ms
+        bridge.publish(event)
+        await settle(reader)
+        clock.now += 0.01
+    # The stream pauses with words held: the timer sends them once they are due.
+    clock.now = 1.0
+    async with asyncio.timeout(5):
+        while "w31 " not in [
+            f["payload"]["data"].get("delta", "")[-4:] for f in wire.frames if f["event"] == "agent"
+        ]:
+            await asyncio.sleep(0.01)
+    text = "".join(f"w{n} " for n in range(1, 32))
+    for event in the_end(len(events) + 1, text):
+        bridge.publish(event)
+    await settle(reader)
+    await settle(native_follower)
+
+    assistant = [
+        (at, f["payload"])
+        for at, f in zip(wire.written_at, wire.frames, strict=True)
+        if f["event"] == "agent"
+    ]
+    deltas = [(at, p) for at, p in assistant if p["stream"] == "assistant"]
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(deltas)]
+    assert len(deltas) < 31 and all(gap >= 0.075 - 1e-9 for gap in gaps), gaps
+    assert "".join(p["data"]["delta"] for _, p in deltas) == text
+    assert all(b[1]["data"]["text"].startswith(a[1]["data"]["text"]) for a, b in itertools.pairwise(deltas))
+    assert [p["seq"] for _, p in assistant] == list(range(1, len(assistant) + 1))
+    assert [f["seq"] for f in wire.frames] == list(range(1, len(wire.frames) + 1))
+    chats = [f["payload"] for f in wire.frames if f["event"] == "chat"]
+    assert [c["state"] for c in chats] == ["delta"] * len(deltas) + ["final"]
+    assert chats[-1]["message"]["content"] == [{"type": "text", "text": text}]
+    # The native stream still carries every delta.
+    native_deltas = [f for f in native_wire.frames if f["event"] == "session.message.delta"]
+    assert [f["payload"]["delta"] for f in native_deltas] == [f"w{n} " for n in range(1, 32)]
+    await bridge.aclose()
+    await reader.aclose()
+    await native_follower.aclose()

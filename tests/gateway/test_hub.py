@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.hub import Hub, encode_event
+from gateway.hub import Hub, Takers, encode_event
 from gateway.outlet import Outlet
 
 READ = frozenset({"operator.read"})
@@ -129,7 +129,8 @@ async def test_a_removed_connection_leaves_no_trace_in_the_indexes() -> None:
     hub.session_message("s2", encode_event("session.message", {"n": 2}))
     await flush(outlet)
     assert socket.events() == [] and len(hub) == 0
-    assert hub._followers == {} and hub._key_waiters == {}
+    assert hub.takers("s1") == Takers(native=False, messages=False, compat=False)
+    assert hub._key_waiters == {}
     await outlet.aclose()
 
 
@@ -143,3 +144,31 @@ async def test_sessions_changed_goes_to_list_subscribers() -> None:
     assert sock_watching.events() == [("sessions.changed", {"n": 1})] and sock_other.events() == []
     await watching.aclose()
     await other.aclose()
+
+
+async def test_takers_count_each_shape_as_connections_subscribe_unsubscribe_and_leave() -> None:
+    hub = Hub()
+    nobody = Takers(native=False, messages=False, compat=False)
+    assert hub.takers("s1") == nobody
+    native_only = frozenset({"session-scoped-events", "native-events-only"})
+    follower, _ = connect(hub, "f", caps=native_only)
+    follower.follow_events("s1", 0)
+    assert hub.takers("s1") == Takers(native=True, messages=False, compat=False)
+    assert hub.takers("s2") == nobody
+    scoped, _ = connect(hub, "s", caps=frozenset({"session-scoped-events"}))
+    scoped.follow_messages("s1")
+    assert hub.takers("s1") == Takers(native=True, messages=True, compat=True)
+    assert hub.takers("s2") == nobody and not hub.takes_tool_stream("s1")
+    follower.unfollow_events("s1")
+    scoped.unfollow_messages("s1")
+    assert hub.takers("s1") == nobody
+    # A reader of every session's streams takes OpenClaw frames of every session; one without
+    # read scope takes nothing.
+    reader, _ = connect(hub, "r", caps=frozenset({"tool-events"}))
+    connect(hub, "w", scopes=frozenset({"operator.write"}))
+    assert hub.takers("s9") == Takers(native=False, messages=False, compat=True)
+    assert hub.takes_tool_stream("s9")
+    hub.remove("r")
+    assert hub.takers("s9") == nobody
+    for outlet in [*hub.outlets.values(), reader]:
+        await outlet.aclose()

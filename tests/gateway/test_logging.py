@@ -3,6 +3,9 @@ from __future__ import annotations
 import io
 import json
 import logging
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from typing import Any
 
@@ -223,3 +226,48 @@ def test_redact_helpers_leave_ordinary_data_alone() -> None:
     assert redact(data) == {"sessionKey": "agent:main:main", "count": 3, "items": ("a", {"token": None})}
     assert redact_text("nothing to see") == "nothing to see"
     assert redact({"token": "t-1"}) == {"token": "***"}
+
+
+_FRESH_PROCESS = textwrap.dedent(
+    """
+    import io, json, sys
+    from gateway.logging import configure_logging, get_logger
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Terminal() if sys.argv[1] == "terminal" else io.StringIO()
+    configure_logging("info", sys.argv[2], stream=out)
+    loaded = "rich" in sys.modules
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        get_logger("t").exception("failed")
+    import rich.text  # still importable by whoever needs it later
+
+    print(json.dumps({"rich_with_structlog": loaded, "log": out.getvalue()}))
+    """
+)
+
+
+def _fresh(stream: str, fmt: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", _FRESH_PROCESS, stream, fmt],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_the_console_extras_load_only_for_the_console_on_a_terminal() -> None:
+    for stream, fmt in (("file", "auto"), ("terminal", "json"), ("file", "console")):
+        result = _fresh(stream, fmt)
+        assert result["rich_with_structlog"] is False, (stream, fmt)
+        assert "RuntimeError: boom" in result["log"]
+    on_terminal = _fresh("terminal", "auto")
+    assert on_terminal["rich_with_structlog"] is True
+    assert "boom" in on_terminal["log"]

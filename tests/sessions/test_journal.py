@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import pytest
 
 from sessions.errors import SeqConflict, StoreUnavailable
-from sessions.event_payloads import EventPayload, MessageDelta, StatusChanged
+from sessions.event_payloads import AgentStarted, EventPayload, MessageDelta, StatusChanged
 from sessions.journal import Journal, JournalItem
+from sessions.records import JSONObject
 from sessions.schema import SessionStatus
 from sessions.session_events import SessionEvent
 from sessions.store import BatchItem, NewEntry, Store
@@ -143,4 +147,77 @@ async def test_session_fields_change_with_the_events(store: Store) -> None:
     await journal.commit(JournalItem(a, events=[running], session_fields=item))
     record = await store.tree.get_session(a)
     assert record is not None and record.status == "running" and record.last_seq == 1
+    await journal.aclose()
+
+
+async def _until(condition: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.005)
+
+
+async def test_items_within_a_tick_of_a_commit_wait_and_share_the_next(store: Store) -> None:
+    (a,) = await _sessions(store, 1)
+    recorder = Recorder()
+    journal = Journal(store, recorder, tick_s=60.0)
+    await journal.start()
+    await journal.commit(JournalItem(a, events=[event(a, 1)]))  # nothing committed for a tick: at once
+    for seq in range(2, 12):
+        await journal.append(JournalItem(a, events=[event(a, seq)]))
+        await asyncio.sleep(0.01)  # every chance to commit; the tick holds the writer back
+    assert journal.pending_for(a) == 10 and [e.seq for e in recorder.events] == [1]
+    await journal.flush()  # a waiting producer does not wait for the tick
+    assert [e.seq for e in await store.events.read(a)] == list(range(1, 12))
+    assert [e.seq for e in recorder.events] == list(range(1, 12))
+    assert journal.commits == 2
+    await journal.aclose()
+
+
+async def test_a_full_batch_is_committed_without_waiting_for_the_tick(store: Store) -> None:
+    (a,) = await _sessions(store, 1)
+    recorder = Recorder()
+    journal = Journal(store, recorder, tick_s=60.0, max_batch=5)
+    await journal.start()
+    await journal.commit(JournalItem(a, events=[event(a, 1)]))
+    for seq in range(2, 6):
+        await journal.append(JournalItem(a, events=[event(a, seq)]))
+    await asyncio.sleep(0.05)
+    assert journal.pending == 4  # short of a batch: waits for the tick
+    await journal.append(JournalItem(a, events=[event(a, 6)]))
+    await _until(lambda: journal.pending == 0)
+    assert [e.seq for e in recorder.events] == list(range(1, 7)) and journal.commits == 2
+    await journal.aclose()
+
+
+DUMPS: list[str] = []
+
+
+@dataclass(frozen=True, slots=True)
+class CountedDelta(MessageDelta):
+    """A delta that counts how often its payload is turned into JSON fields."""
+
+    def dump(self) -> JSONObject:
+        DUMPS.append(self.delta)
+        return MessageDelta.dump(self)
+
+
+async def test_each_payload_is_encoded_once_and_published_with_its_text(store: Store) -> None:
+    (a,) = await _sessions(store, 1)
+    recorder = Recorder()
+    journal = Journal(store, recorder)
+    await journal.start()
+    DUMPS.clear()
+    counted = CountedDelta(message_id="m1", content_index=0, kind="text", delta='héllo "wörld"')
+    events = [
+        SessionEvent(a, 1, counted, run_id="r1", session_key="agent:main:k0"),
+        SessionEvent(a, 2, AgentStarted(), run_id="r1"),
+    ]
+    await journal.commit(JournalItem(a, events=events))
+    published = recorder.events[0]
+    text = published.data_json()  # what the gateway reuses: no second encoding
+    assert DUMPS == ['héllo "wörld"']
+    assert json.loads(text) == counted.dump() and recorder.events[1].data_json() == "{}"
+    stored = await store.events.read(a)
+    assert [(e.type, e.payload) for e in stored] == [(e.name, e.log_payload()) for e in events]
     await journal.aclose()

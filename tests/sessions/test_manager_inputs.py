@@ -8,6 +8,7 @@ import dataclasses
 import random
 from typing import Any
 
+import msgspec
 import pytest
 
 from agent_core import (
@@ -212,7 +213,7 @@ def _error_after_gate(gate: asyncio.Event, started: asyncio.Event) -> Any:
         stream.push(StartEvent(partial=partial))
         started.set()
         await gate.wait()
-        final = partial.model_copy(update={"stop_reason": "error", "error_message": "upstream failed"})
+        final = msgspec.structs.replace(partial, stop_reason="error", error_message="upstream failed")
         stream.push(ErrorEvent(reason="error", error=final))
         stream.end(final)
         return stream

@@ -33,6 +33,11 @@ TABLES = {
     "channel_pairing_approvals",
     "channel_cursors",
     "gateway_tokens",
+    "extension_trust",
+    "extension_trust_changes",
+    "cron_jobs",
+    "cron_runs",
+    "webhook_deliveries",
 }
 
 
@@ -71,7 +76,7 @@ async def test_fresh_database_is_upgraded_to_head(store: Store) -> None:
     async with store.database.read() as conn:
         revision = await conn.run_sync(runner.current_revision)
         tables = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
-    assert revision == runner.head_revision() == "0004"
+    assert revision == runner.head_revision() == "0006"
     assert tables == TABLES | {"alembic_version"}
 
 

@@ -27,9 +27,7 @@ CHILD = Path(__file__).with_name("recovery_child.py")
 
 
 def _user(text: str, key: str) -> dict[str, Any]:
-    message = UserMessage(content=[TextContent(text=text)])
-    message.__pydantic_extra__ = {"idempotencyKey": key}
-    return message.dump()
+    return {**UserMessage(content=[TextContent(text=text)]).dump(), "idempotencyKey": key}
 
 
 def _assistant(*calls: str) -> dict[str, Any]:
@@ -241,16 +239,19 @@ class Gateways:
         return await asyncio.wait_for(self.lines[str(n)].get(), 30)
 
     async def kill_at(self, n: int, target: int, delay_s: float) -> list[dict[str, Any]]:
-        """Wait for gateway `n`'s `target`-th committed event (or for it to go idle), then
-        `delay_s` more; SIGKILL it and wait until it is gone. Returns the events it reported."""
+        """Wait for gateway `n`'s `target`-th committed event (or for it to go idle), and for it
+        to have accepted every input (`READY`), then `delay_s` more; SIGKILL it and wait until it
+        is gone. Returns the events it reported."""
         line = await self.next_line(n)
         assert line.startswith("PID "), line
         pid = int(line.split()[1])
         seen: list[dict[str, Any]] = []
-        while len(seen) < target:
+        ready = False
+        while len(seen) < target or not ready:
             line = await self.next_line(n)
             if line == "IDLE":
                 break
+            ready = ready or line == "READY"
             if line.startswith("{"):
                 seen.append(json.loads(line))
         await asyncio.sleep(delay_s)

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from sessions.errors import (
     SeqConflict,
     SessionsError,
     StoreClosed,
+    StoreError,
     StoreUnavailable,
 )
 from sessions.ids import id_time_ms, new_id
@@ -609,6 +611,94 @@ async def test_commit_batch_applies_several_sessions_at_once_or_not_at_all(store
     assert texts(await store.transcript.read(a.id)) == ["a1", "a2"]
 
 
+async def test_commit_batch_writes_each_table_once_however_many_sessions(store: Store) -> None:
+    """A group commit costs a fixed number of statements, not one per session or row."""
+    sessions = [await store.tree.create_session(agent_id="main") for _ in range(30)]
+    calls: list[tuple[str, int]] = []
+
+    class Counting:  # the transaction, seen through what the commit asks of it
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            method = getattr(self.inner, name)
+            if name not in ("execute", "executemany", "fetch"):
+                return method
+
+            def counted(sql: str, params: Any = ()) -> Any:
+                calls.append((name, len(params) if name == "executemany" else 0))
+                return method(sql, params)
+
+            return counted
+
+    real = store.database.write_direct
+
+    @asynccontextmanager
+    async def write_direct() -> AsyncIterator[Any]:
+        async with real() as tx:
+            yield Counting(tx)
+
+    store.database.write_direct = write_direct  # type: ignore[method-assign]
+    events = [NewEvent(n, "x", {"n": n}) for n in (1, 2, 3)]
+    await store.commit_batch([(s.id, [msg("a"), msg("b")], events, None) for s in sessions])
+    assert sorted(calls) == [("executemany", 30), ("executemany", 60), ("executemany", 90), ("fetch", 0)]
+    for s in sessions:
+        assert texts(await store.transcript.read(s.id)) == ["a", "b"]
+        assert [e.payload for e in await store.events.read(s.id)] == [{"n": 1}, {"n": 2}, {"n": 3}]
+
+
+async def test_the_store_writers_never_collide(store: Store) -> None:
+    """Appends (the direct writer) and other writes (SQLAlchemy) interleave freely: the database's
+    write lock keeps them apart, so none of them meets a locked database."""
+    sessions = [await store.tree.create_session(agent_id="main") for _ in range(8)]
+
+    async def appender(session: SessionRecord) -> None:
+        for n in range(1, 11):
+            await store.events.append(session.id, [NewEvent(n, "x", {})])
+            await store.transcript.append(session.id, [msg(f"m{n}")])
+
+    async def patcher(session: SessionRecord) -> None:
+        for n in range(10):
+            await store.tree.update_session(session.id, label=f"label {n}")
+
+    await asyncio.gather(*(appender(s) for s in sessions), *(patcher(s) for s in sessions))
+    for session in sessions:
+        record = await store.tree.get_session(session.id)
+        assert record is not None
+        assert (record.last_seq, record.entry_count, record.label) == (10, 10, "label 9")
+
+
+async def test_an_append_cancelled_mid_commit_leaves_the_store_consistent(store: Store) -> None:
+    session = await store.tree.create_session(agent_id="main")
+    cancelled = 0
+    for attempt in range(40):
+        seq = (await store.events.last_seq(session.id)) + 1
+        task = asyncio.create_task(store.events.append(session.id, [NewEvent(seq, "x", {"a": attempt})]))
+        for _ in range(attempt % 5):
+            await asyncio.sleep(0)
+        if task.cancel():
+            cancelled += 1
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert cancelled > 0
+    # Whatever each cancelled append did, it did completely, and the next append continues the log.
+    stored = await store.events.read(session.id)
+    assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
+    last = await store.events.last_seq(session.id)
+    assert last == len(stored)
+    await store.events.append(session.id, [NewEvent(last + 1, "after", {})])
+    assert await store.transcript.append(session.id, [msg("after")])
+
+
+async def test_text_with_a_lone_surrogate_is_stored_not_refused(store: Store) -> None:
+    """A provider can stream half of a surrogate pair; it is kept (escaped), not lost."""
+    session = await store.tree.create_session(agent_id="main")
+    await store.events.append(session.id, [NewEvent(1, "message.delta", {"delta": "half \ud83d"})])
+    await store.transcript.append(session.id, [msg("half \ud83d of a pair")])
+    assert [e.payload for e in await store.events.read(session.id)] == [{"delta": "half \ud83d"}]
+    assert texts(await store.transcript.read(session.id)) == ["half \ud83d of a pair"]
+
+
 # -- runs -----------------------------------------------------------------------------------------
 
 
@@ -741,6 +831,37 @@ async def test_locked_database_is_retryable_unavailable_then_recovers(gateway_ho
         assert [e.position for e in stored] == [1]
 
 
+async def test_a_write_waits_for_another_process_lock_without_blocking_the_loop(gateway_home: Path) -> None:
+    """Two daemons on one SQLite file: a write meeting the other's lock waits (up to
+    busy_timeout_ms) in asyncio sleeps, so the loop keeps serving, and lands once it is free."""
+    async with Store.open(default_url(gateway_home), busy_timeout_ms=3_000) as store:
+        session = await store.tree.create_session(agent_id="main")
+        path = store.database.sqlite_path
+        assert path is not None
+        holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        holder.execute("BEGIN IMMEDIATE")
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        ticker = asyncio.create_task(tick())
+        try:
+            write = asyncio.create_task(store.transcript.append(session.id, [msg("waited")]))
+            await asyncio.sleep(0.3)
+            assert not write.done()
+            assert ticks >= 10, f"the loop ran {ticks} times in 300 ms while the write waited"
+            holder.execute("COMMIT")
+            stored = await asyncio.wait_for(write, 5)
+        finally:
+            ticker.cancel()
+            holder.close()
+        assert [e.position for e in stored] == [1]
+
+
 async def test_locked_database_at_open_is_unavailable(gateway_home: Path) -> None:
     url = default_url(gateway_home)
     async with Store.open(url):
@@ -754,6 +875,11 @@ async def test_locked_database_at_open_is_unavailable(gateway_home: Path) -> Non
         holder.close()
     store = await Store.open(url)
     await store.aclose()
+
+
+async def test_an_in_memory_database_is_refused_with_a_clear_error() -> None:
+    with pytest.raises(StoreError, match="in-memory"):
+        await Store.open("sqlite://")
 
 
 async def test_unreachable_postgres_is_unavailable() -> None:

@@ -70,9 +70,8 @@ def _trace_turns() -> list[list[str]]:
 # which is what the usage estimate of trace 29 (46 then 65 input tokens) depends on.
 ECHO_TOOL = Tool(
     name="echo",
-    description="Echo back",
+    description="Echo back the given text",
     parameters={"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]},
-    label="Echo",
 )
 
 
@@ -115,10 +114,16 @@ async def test_tool_arguments_stay_empty_until_toolcall_end(faux: FauxProvider) 
     )
     model = faux.get_model()
     assert model is not None
-    events, reply = await collect(stream_simple(model, Context(messages=[UserMessage(content="x")])))
+    stream = stream_simple(model, Context(messages=[UserMessage(content="x")]))
+    events, seen = [], []
+    async for event in stream:  # the partial is live: look at it when the event arrives
+        events.append(event)
+        if isinstance(event, ToolCallDeltaEvent):
+            seen.append(dict(event.partial.content[0].arguments))  # type: ignore[union-attr]
+    reply = await stream.result()
     deltas = [e for e in events if isinstance(e, ToolCallDeltaEvent)]
     assert "".join(d.delta for d in deltas) == '{"value":"hello"}'
-    assert all(d.partial.content[0].arguments == {} for d in deltas)  # type: ignore[union-attr]
+    assert seen == [{}] * len(deltas)
     end = events[-2]
     assert end.type == "toolcall_end" and end.tool_call.arguments == {"value": "hello"}  # type: ignore[union-attr]
     assert reply.content[0].id.startswith("tool:")  # type: ignore[union-attr]
@@ -260,6 +265,30 @@ async def test_abort_is_checked_per_chunk(faux: FauxProvider) -> None:
     assert (reply.stop_reason, reply.error_message) == ("aborted", "Request was aborted")
     assert reply.content[0].text == "abcdefgh"  # type: ignore[union-attr]
     assert compact(events)[-1] == "error reason=aborted"
+
+
+async def test_a_stream_behind_its_pace_still_lets_the_consumer_abort_between_chunks(
+    faux: FauxProvider,
+) -> None:
+    faux.tokens_per_second = 200  # 20 ms per 4-character chunk
+    faux.set_responses([faux_assistant_message("abcdefghijklmnopqrstuvwxyz" * 4)])
+    model = faux.get_model()
+    assert model is not None
+    controller = AbortController()
+    stream = stream_simple(
+        model, Context(messages=[UserMessage(content="x")]), StreamOptions(signal=controller.signal)
+    )
+    deltas = 0
+    async for event in stream:
+        if event.type == "text_delta":
+            deltas += 1
+            if deltas == 1:
+                time.sleep(0.12)  # the loop stalls: several chunks come due at once
+            elif deltas == 2:
+                controller.abort()
+    reply = await stream.result()
+    assert reply.stop_reason == "aborted"
+    assert reply.content[0].text == "abcdefgh"  # type: ignore[union-attr]
 
 
 async def test_session_id_simulates_prompt_caching(faux: FauxProvider) -> None:

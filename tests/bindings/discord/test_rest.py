@@ -79,10 +79,13 @@ async def test_a_global_429_pauses_every_route(discord: DiscordStandIn, http: ht
     discord.add_channel("600")
     discord.force_429("create", times=1, retry_after=0.3, is_global=True)
     post = asyncio.create_task(rest.create_message("500", "first", nonce="g1"))
-    await wait_until(lambda: discord.forced_sent == 1)
+    # Wait until the client has read the 429, not just until the stand-in sent it.
+    await wait_until(lambda: rest.limiter.throttled == 1)
+    paused = rest.limiter.pause_remaining("GET /channels/{channel_id}", "600")
+    assert paused > 0.1, paused  # another route, another bucket: the global pause holds it too
     started = time.monotonic()
-    await rest.get_channel("600")  # another route, another bucket: still paused
-    assert time.monotonic() - started >= 0.2
+    await rest.get_channel("600")
+    assert time.monotonic() - started >= paused - 0.05
     await post
     assert [p["content"] for p in discord.posts] == ["first"]
 

@@ -19,6 +19,8 @@ REFUSED: list[tuple[str, str]] = [
     ("cd / && rm -rf *", "recursive_delete"),
     # The grammar reads `! {` as a command named `{`: a misread tree is unparsed, never harmless.
     ("! { { rm -rf /; }; }", "unparsed_command"),
+    # Escaped backquotes nest a substitution the grammar reads as plain words.
+    ("echo `echo \\`rm -rf /\\``", "unparsed_command"),
     ("cd ~; rm -rf ./*", "recursive_delete"),
     ("(cd /etc && rm -rf *)", "recursive_delete"),
     ("sh <<< 'rm -rf /'", "inline_code"),
@@ -178,6 +180,9 @@ HARMLESS = ["ls", "true", "echo ok", "git status", "pwd", "cat notes.txt"]
 
 
 def _wrap(template: str, inner: str, other: str) -> str:
+    if "`{x}`" in template:
+        # Bash nests backquotes only when the inner ones are escaped (and their backslashes).
+        inner = inner.replace("\\", "\\\\").replace("`", "\\`")
     return template.replace("{x}", inner).replace("{y}", other)
 
 
