@@ -30,7 +30,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(STAMP)
-	for b in agent_loop store fanout sessions startup churn; do $(BIN)/python -m bench.$$b || exit 1; done
+	for b in agent_loop store fanout sessions runs startup churn; do $(BIN)/python -m bench.$$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

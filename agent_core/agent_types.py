@@ -121,6 +121,8 @@ AfterToolCallHook: TypeAlias = Callable[
     [AfterToolCallContext, AbortSignal | None], Awaitable[AfterToolCallResult | None]
 ]
 MessageSource: TypeAlias = Callable[[], Awaitable[list[AgentMessage]]]
+RefreshTools: TypeAlias = Callable[[], "Sequence[AgentTool] | Awaitable[Sequence[AgentTool] | None] | None"]
+"""-> the tools for the turn about to start and the later ones, or None to keep the current ones."""
 
 
 def default_convert_to_llm(messages: list[AgentMessage]) -> list[Message]:
@@ -147,6 +149,10 @@ class AgentOptions:
     tool_execution: ToolExecutionMode = "parallel"
     before_tool_call: BeforeToolCallHook | None = None
     after_tool_call: AfterToolCallHook | None = None
+    refresh_tools: RefreshTools | None = None
+    """Asked before every turn but the first of a run (an addition to pi, whose tools are fixed
+    for a run): a host whose tools change while a run goes on (a tool server announcing a new
+    list) gives the model the new ones from the next turn."""
     stream: StreamOptions = field(default_factory=StreamOptions)
 
 

@@ -209,6 +209,7 @@ async def _run_loop(
                 first_turn = False
             else:
                 await emit(TurnStartEvent())
+                await _refresh_tools(context, config.options)
             for message in pending:
                 await emit(MessageStartEvent(message=message))
                 await emit(MessageEndEvent(message=message))
@@ -251,6 +252,14 @@ async def _run_loop(
             break
         pending = follow_ups
     await emit(AgentEndEvent(messages=new_messages))
+
+
+async def _refresh_tools(context: AgentContext, options: AgentOptions) -> None:
+    if options.refresh_tools is None:
+        return
+    tools = await maybe_await(options.refresh_tools())
+    if tools is not None:
+        context.tools = list(tools)
 
 
 async def _poll(source: MessageSource | None) -> list[AgentMessage]:

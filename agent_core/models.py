@@ -21,6 +21,7 @@ from agent_core.llm import Model, ModelCost
 
 _OPENAI_URL = "https://api.openai.com/v1"
 _ANTHROPIC_URL = "https://api.anthropic.com"
+_GOOGLE_URL = "https://generativelanguage.googleapis.com/v1beta"
 
 
 def _openai(
@@ -68,6 +69,23 @@ def _anthropic(
     )
 
 
+def _google(
+    model_id: str, name: str, *, max_out: int, price: tuple[float, float, float], reasoning: bool = True
+) -> Model:
+    return Model(
+        id=model_id,
+        name=name,
+        api="google-generative-ai",
+        provider="google",
+        base_url=_GOOGLE_URL,
+        reasoning=reasoning,
+        input=["text", "image"],
+        cost=ModelCost(input=price[0], output=price[1], cache_read=price[2], cache_write=0),
+        context_window=1_048_576,
+        max_tokens=max_out,
+    )
+
+
 def _builtin_models() -> list[Model]:
     return [
         _openai("gpt-4o", "GPT-4o", context=128_000, max_out=16_384, price=(2.5, 10, 1.25)),
@@ -96,6 +114,11 @@ def _builtin_models() -> list[Model]:
             max_out=8_192,
             price=(0.8, 4, 0.08, 1),
             reasoning=False,
+        ),
+        _google("gemini-2.5-pro", "Gemini 2.5 Pro", max_out=65_536, price=(1.25, 10, 0.31)),
+        _google("gemini-2.5-flash", "Gemini 2.5 Flash", max_out=65_536, price=(0.3, 2.5, 0.075)),
+        _google(
+            "gemini-2.0-flash", "Gemini 2.0 Flash", max_out=8_192, price=(0.1, 0.4, 0.025), reasoning=False
         ),
         Model(
             id="echo",

@@ -17,6 +17,7 @@ from bindings.access import (
     new_pairing_code,
     pairing_reply_text,
 )
+from bindings.approvals import ApprovalDecider, ApprovalMessage, ButtonDecision, ClickAnswer
 from bindings.chunking import (
     DISCORD_MESSAGE_LIMIT,
     SLACK_MESSAGE_LIMIT,
@@ -84,6 +85,10 @@ __all__ = [
     "DISCORD_MESSAGE_LIMIT",
     "SLACK_MESSAGE_LIMIT",
     "AccessDecision",
+    "ApprovalDecider",
+    "ApprovalMessage",
+    "ButtonDecision",
+    "ClickAnswer",
     "AccessPolicy",
     "AccessRequest",
     "AccountConfig",

@@ -24,8 +24,16 @@ import structlog
 
 from agent_core import AgentTool
 from bindings.access import PAIRING_APPROVED_TEXT
+from bindings.approvals import (
+    NOT_AN_APPROVER,
+    ApprovalDecider,
+    ApprovalMessage,
+    ClickReply,
+    answer_click,
+    parse_action_id,
+)
 from bindings.config import AccountConfig
-from bindings.host import BindingHost, PairingRequest, Platform, outbox_key
+from bindings.host import BindingHost, PairingRequest, Platform, ReplyRoute, outbox_key
 from bindings.inbound import InboundPipeline, SessionOrigin
 from bindings.outbox import MessageTransport, RelaySettings, ReplyRelay
 from bindings.state import ConnectionState, StateMachine, StatusReporter
@@ -102,6 +110,7 @@ class ChatBinding(ABC, Generic[ConfigT, EventT]):
         self._events: asyncio.Queue[EventT] = asyncio.Queue(maxsize=EVENT_QUEUE_SIZE)
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._decider: ApprovalDecider | None = None
 
     # -- what a platform supplies ------------------------------------------------------------
 
@@ -129,6 +138,17 @@ class ChatBinding(ABC, Generic[ConfigT, EventT]):
     @abstractmethod
     async def _send_file(self, origin: SessionOrigin, params: dict[str, Any], tool_call_id: str) -> str:
         """The `<platform>_send_file` tool."""
+
+    @abstractmethod
+    async def post_approval(self, route: ReplyRoute, approval: dict[str, Any]) -> ApprovalMessage:
+        """Post the message with Approve and Deny buttons for a waiting request (its snapshot)
+        into the conversation of `route`. Posting twice for one request makes one message.
+        Raises what the platform raises."""
+
+    @abstractmethod
+    async def show_approval(self, message: ApprovalMessage, approval: dict[str, Any]) -> None:
+        """Edit an approval message to show how its request ended (the buttons go). Raises what
+        the platform raises."""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -230,6 +250,37 @@ class ChatBinding(ABC, Generic[ConfigT, EventT]):
         key = outbox_key(self.platform, self.account_id, f"paired:{request.code}", 0)
         await self._transport.post_message(request.reply_route, PAIRING_APPROVED_TEXT, key=key)
         return True
+
+    # -- approvals ---------------------------------------------------------------------------
+
+    @property
+    def approvers(self) -> frozenset[str]:
+        """Platform user ids that may decide approval requests from this account's buttons."""
+        return frozenset(self._config.approvers)
+
+    def session_origin(self, session_key: str) -> SessionOrigin | None:
+        """Where the conversation of `session_key` lives, when this binding relayed a message of
+        it since it started."""
+        return self.pipeline.origin(session_key)
+
+    def attach_approvals(self, decider: ApprovalDecider) -> None:
+        """Take button clicks to `decider` (until then every click is refused privately)."""
+        self._decider = decider
+
+    async def _click(self, sender_id: str, button_id: str) -> ClickReply | None:
+        """The reply to a click of button `button_id` by `sender_id`; None when it is not an
+        approval button."""
+        parsed = parse_action_id(button_id)
+        if parsed is None:
+            return None
+        if self._decider is None or sender_id not in self._config.approvers:
+            self._log.info("approval click refused", binding=self.binding_id, sender=sender_id)
+            return ClickReply(private=NOT_AN_APPROVER)
+        decision, approval_id = parsed
+        answer = await self._decider.decide_approval(
+            self.binding_id, approval_id, decision, sender_id=sender_id
+        )
+        return answer_click(answer)
 
     # -- channel tools -----------------------------------------------------------------------
 

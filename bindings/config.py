@@ -78,6 +78,9 @@ class AccountConfig(_Model):
     reply_in_thread: bool = False
     edit_interval_s: float = Field(default=1.0, ge=0.0)
     """Least time between two edits of a streaming reply."""
+    approvers: list[str] = Field(default_factory=list)
+    """Platform user ids that may approve or deny tool calls from the chat's buttons; with none,
+    requests of this account's sessions are not posted to the chat."""
 
     @field_validator("default_agent_id")
     @classmethod

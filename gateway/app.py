@@ -41,23 +41,35 @@ from gateway.connection import serve_connection
 from gateway.directory import Directory
 from gateway.door import Door, DoorSettings
 from gateway.hub import Hub
+from gateway.models import ModelRouter
 from gateway.protocol.delta_pacing import DeltaPacing
 from gateway.rows import session_row
 from gateway.security_headers import SecurityHeaders
 from gateway.state import GatewayState, Limits
+from gateway.telemetry.endpoint import metrics_endpoint
+from gateway.telemetry.telemetry import Telemetry
 from gateway.tools.factory import ToolsFactory, make_tools_factory
 from gateway.uvicorn_socket import ExposeServerSocket
-from sessions import SessionEvent, SessionManager, Store, open_database
+from sessions import NotFound, SessionEvent, SessionManager, Store, open_database
 from sessions.profiles import RunSettings
 
 if TYPE_CHECKING:
     from gateway.automation import Automation
     from gateway.channels import Channels
     from gateway.extensions.runtime import Extensions
+    from gateway.tokens import NamedToken
     from sessions.db import Database
 
 log = structlog.get_logger("gateway.app")
 UI_DIR = Path(__file__).parent / "ui"
+
+
+async def _agent_of(manager: SessionManager, session_id: str) -> str | None:
+    """The agent of a session (for its model's fallbacks), or None when it is gone."""
+    try:
+        return (await manager.get(session_id=session_id)).agent_id
+    except NotFound:
+        return None
 
 
 def run_settings(config: GatewayConfig) -> RunSettings:
@@ -74,6 +86,7 @@ def run_settings(config: GatewayConfig) -> RunSettings:
         compaction_reserve_tokens=config.compaction.reserve_tokens,
         compaction_keep_recent_tokens=config.compaction.keep_recent_tokens,
         shutdown_grace_s=config.gateway.shutdown_grace_s,
+        context_cache_bytes=runs.context_cache_bytes,
     )
 
 
@@ -91,6 +104,7 @@ RESTART_PREFIXES = (
     "database.",
     "sandbox.",
     "cron.enabled",
+    "metrics.",
 )
 """Config keys a reload reports but cannot apply to the running daemon."""
 
@@ -155,6 +169,8 @@ class Gateway:
         """Builds each run's tools; owns the sandbox machine (probed when the gateway starts)."""
         self.extensions: Extensions | None = None
         """MCP servers and Python extensions, from `start()` on."""
+        self.telemetry: Telemetry | None = None
+        """Metrics and traces (`gateway.telemetry`), from `start()` on."""
         self.start_error: Exception | None = None
         """Why `start` failed (for the command line to report)."""
 
@@ -175,13 +191,16 @@ class Gateway:
         bridge = Bridge(hub, pacing=delta_pacing(config))
         directory = Directory(config)
         self.tools = make_tools_factory(config, self.running_state)
+        router = ModelRouter()
         manager = SessionManager(
             store,
             directory=directory,
             publisher=Publisher(hub, bridge),
             settings=run_settings(config),
             tools_factory=self.tools,
+            stream_fn=router.stream,
         )
+        router.bind(lambda: self.running_state().directory, lambda session_id: _agent_of(manager, session_id))
         bridge.list_sessions_with(store.tree.get_session, lambda record: session_row(record, manager))
         state = GatewayState(
             home=home,
@@ -204,6 +223,9 @@ class Gateway:
         self._build_channels(state, database)
         self._build_automation(state)
         await self._start_extensions(state, database)
+        self.telemetry = Telemetry(config.metrics, self.env if self.env is not None else os.environ)
+        await self.telemetry.start(state, self.channels)
+        await state.approvals.start()  # requests left pending by a previous process end here
         await manager.start()
         if self.channels is not None:
             await self.channels.start()
@@ -324,6 +346,8 @@ class Gateway:
             self._tick.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._tick
+        if self.telemetry is not None:
+            await self.telemetry.aclose()  # after the drain: the runs' last events are counted
         if self.state is not None:
             await self.state.loop_lag.aclose()
             await self.state.bridge.aclose()
@@ -399,6 +423,10 @@ def create_app(gateway: Gateway) -> Starlette:
         webhooks: ASGIApp = channels.webhooks if channels is not None else no_webhooks
         await webhooks(scope, receive, send)
 
+    async def named_token(secret: str) -> NamedToken | None:
+        state = gateway.state
+        return None if state is None else await state.tokens.store.find(secret)
+
     async def hooks(scope: Scope, receive: Receive, send: Send) -> None:
         """Webhooks (`/hooks/<name>`), served by the running `Automation` (404 before)."""
         automation = gateway.automation
@@ -411,6 +439,7 @@ def create_app(gateway: Gateway) -> Starlette:
         Route("/health", health),
         Route("/healthz", health),
         Route("/readyz", readyz),
+        Route("/metrics", metrics_endpoint(lambda: gateway.telemetry, lambda: gateway.auth, named_token)),
         Route("/", root),
         Mount("/bindings", app=bindings),
         Mount("/hooks", app=hooks),

@@ -14,12 +14,15 @@ The parts it puts together, each in its own module:
 - the reply relay: the bridge feeds `ReplyFeed`, which hands each binding the replies of the runs
   it owns; runs nobody claimed are looked up in the input ledger by a task owned here, and a
   reply whose owner has no subscription goes straight to the owner's relay (`_fallback`);
+- approval requests of chat sessions, posted with buttons and decided from the chat
+  (`ChannelApprovals`);
 - pairing approvals (`Pairing`), and the replies a previous process left in flight
   (`settle_outbox`, before the bindings start).
 
 What the daemon asks: `status()` (`channels.status`), `tools_for()` (a session's channel tools),
 `pairing_list()` / `pairing_approve()`, and `webhooks`, the endpoints served under
-`/bindings/discord/<account>/interactions` and `/bindings/slack/<account>/events`.
+`/bindings/discord/<account>/interactions`, `/bindings/slack/<account>/events` and
+`/bindings/slack/<account>/interactivity`.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from starlette.routing import Route, Router
 
 from agent_core import AgentTool
 from bindings import (
+    ApprovalDecider,
+    ApprovalMessage,
     BindingConfigError,
     ConnectionState,
     DiscordAccountConfig,
@@ -44,12 +49,13 @@ from bindings import (
     PairingRequest,
     ReplyEvent,
     ReplyRelay,
+    ReplyRoute,
     SessionOrigin,
     SlackAccountConfig,
     SlackBinding,
 )
+from gateway.channel_approvals import ChannelApprovals
 from gateway.channel_config import enabled_accounts, source_name, validate_bindings
-from gateway.channel_host import ChannelHost
 from gateway.channel_inputs import ChannelInputs
 from gateway.channel_pairing import Pairing
 from gateway.channel_replies import Owner, ReplyFeed
@@ -57,6 +63,7 @@ from gateway.channel_resume import settle_outbox
 from gateway.channel_store import ChannelStore
 from gateway.config import GatewayConfig
 from gateway.errors import ConfigError, ConfigProblem
+from gateway.telemetry.channel_counts import CountedChannelHost, MessageTally
 from sessions.db import Database
 from sessions.errors import SessionsError
 from sessions.records import SessionRecord
@@ -100,6 +107,17 @@ class _Binding(Protocol):
 
     def reconfigure(self, config: Any) -> None: ...
 
+    @property
+    def approvers(self) -> frozenset[str]: ...
+
+    def attach_approvals(self, decider: ApprovalDecider) -> None: ...
+
+    def session_origin(self, session_key: str) -> SessionOrigin | None: ...
+
+    async def post_approval(self, route: ReplyRoute, approval: dict[str, Any]) -> ApprovalMessage: ...
+
+    async def show_approval(self, message: ApprovalMessage, approval: dict[str, Any]) -> None: ...
+
 
 class Channels:
     """The configured bindings, their host, and what the daemon asks of them.
@@ -130,7 +148,11 @@ class Channels:
         self._modes: dict[str, str] = {}
         self._configs: dict[str, DiscordAccountConfig | SlackAccountConfig] = {}
         self._env = env
+        self.messages = MessageTally()
+        """Messages in and out, counted by the metrics (`gateway.telemetry`)."""
         self._build(env)
+        self.approvals = ChannelApprovals(state.approvals, self._bindings, self._inputs)
+        """Approval requests of chat sessions, posted to the chat and decided there."""
         self.webhooks = self._webhook_router()
         self._remove_listener: Callable[[], None] | None = state.bridge.add_listener(self.feed.on_event)
         self._task: asyncio.Task[None] | None = None
@@ -141,8 +163,9 @@ class Channels:
     def _build(self, env: Mapping[str, str] | None) -> None:
         for platform, account_id, cfg in enabled_accounts(self._settings):
             binding_id = f"{platform}:{account_id}"
-            host = ChannelHost(
+            host = CountedChannelHost(
                 binding_id,
+                tally=self.messages,
                 inputs=self._inputs,
                 feed=self.feed,
                 store=self.store,
@@ -171,6 +194,8 @@ class Channels:
                 routes.append(Route(path, endpoint=binding.interactions_app()))
             elif isinstance(binding, SlackBinding) and mode == "events":
                 routes.append(Route(f"/slack/{binding.account_id}/events", endpoint=binding.events_app()))
+                path = f"/slack/{binding.account_id}/interactivity"
+                routes.append(Route(path, endpoint=binding.interactivity_app()))
         return Router(routes=routes, redirect_slashes=False)
 
     @property
@@ -196,6 +221,7 @@ class Channels:
             except SessionsError:
                 log.exception("could not settle the outbox", binding=binding_id)
         self._inputs.accepting = True
+        self.approvals.start()
         self._task = asyncio.create_task(self._background(), name="channels")
         for binding in self._bindings.values():
             await binding.start()
@@ -214,6 +240,7 @@ class Channels:
         deadline = time.monotonic() + STOP_GRACE_S
         while time.monotonic() < deadline and self._streaming():  # noqa: ASYNC110 - relays expose a count only
             await asyncio.sleep(0.05)
+        await self.approvals.aclose()
         for binding in self._bindings.values():
             try:
                 await binding.aclose()

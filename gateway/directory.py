@@ -94,6 +94,8 @@ class Directory:
                 "tools_allow": agent.tools_allow,
                 "tools_deny": agent.tools_deny,
                 "sandbox_mode": agent.sandbox_mode,
+                "fallbacks": agent.fallbacks,
+                "compaction_model": agent.compaction_model,
             },
         )
         self._profiles[agent_id] = profile

@@ -197,6 +197,8 @@ def configure_logging(
     _import_structlog(with_rich=not use_json and _isatty(out))
     import structlog
 
+    from gateway.telemetry.trace_ids import add_trace_id  # a run's trace id, while tracing is on
+
     # JSON lines carry the full UTC timestamp; a terminal shows local wall-clock time.
     stamper = (
         structlog.processors.TimeStamper(fmt="iso", utc=True)
@@ -205,6 +207,7 @@ def configure_logging(
     )
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
+        add_trace_id,
         structlog.stdlib.add_logger_name,
         structlog.stdlib.add_log_level,
         stamper,

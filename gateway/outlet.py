@@ -30,6 +30,10 @@ Subscriptions (each lives until it is cancelled or the connection closes):
 - the session list (`sessions_list`): whether it gets `sessions.changed`.
 
 The hub keeps an index of who follows what; an outlet reports each change to it (`attach`).
+
+It stays one module because the send buffer and the holds are one bound: a held frame counts
+against the same `max_buffered_bytes` and the same drop-or-close policy as a queued one, and
+releasing a hold moves its frames into the buffer under that bound.
 """
 
 from __future__ import annotations

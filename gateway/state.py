@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from gateway import __version__
+from gateway.approvals import Approvals, ApprovalStore
 from gateway.auth import AuthConfig, FailureDelays, check_origin
 from gateway.background import Background
 from gateway.bridge import Bridge
@@ -149,6 +150,8 @@ class GatewayState:
             extensions=RegisteredExtensionCommands(),
         )
         """Chat commands, skills and prompt templates in messages on their way to the agent."""
+        self.approvals = Approvals(ApprovalStore(store.database), self._publish_approval)
+        """Tool calls waiting for a person's decision (`gateway.approvals`)."""
 
     def set_limits(self, limits: Limits) -> None:
         """Apply limits on reload (connections read them when they start). Known failed
@@ -234,6 +237,9 @@ class GatewayState:
 
     def on_disconnect(self, conn: ConnState) -> None:
         self.presence.disconnect(conn.conn_id)
+
+    def _publish_approval(self, event: str, payload: dict[str, Any]) -> None:
+        self.hub.broadcast(encode_event(event, payload), scope="operator.approvals")
 
     def _send_presence(self, changes: PresenceChanges) -> None:
         state_version = {"presence": changes.version, "health": self.health_version}

@@ -44,7 +44,15 @@ from sessions.journal import Journal, JournalItem
 from sessions.keys import agent_from_key, kind_from_key
 from sessions.lane import LaneRegistry, RunLimiter, SessionLane
 from sessions.manager import SessionManager
-from sessions.profiles import QUEUE_MODES, AgentDirectory, AgentProfile, RunContext, RunSettings, ToolsFactory
+from sessions.profiles import (
+    QUEUE_MODES,
+    AgentDirectory,
+    AgentProfile,
+    RunContext,
+    RunSettings,
+    RunTools,
+    ToolsFactory,
+)
 from sessions.records import EntryRecord, EventRecord, InputRecord, RunRecord, SessionRecord, TreeNode
 from sessions.session_events import EventPublisher, NullPublisher, SessionEvent, read_event
 from sessions.store import NewEntry, NewEvent, Store, default_url, open_database
@@ -87,6 +95,7 @@ __all__ = [
     "RunLimiter",
     "RunRecord",
     "RunSettings",
+    "RunTools",
     "SeqConflict",
     "SessionEvent",
     "SessionLane",

@@ -13,7 +13,8 @@ writes it with a fixed number of statements however many sessions and rows it ho
    `+ 2`, ...), each status change is allowed (staying in the same status is); entries take the
    positions after `last_position`;
 3. one `executemany` each: the sessions' new counters, status and `updated_at`; the entries; the
-   events (plus one UPDATE per session whose settings change, which is rare).
+   events (plus one UPDATE per session whose settings change, which is rare);
+4. the batch's extra writes (`ExtraWrite`: a run's record, its inputs' outcome), in order.
 
 The transaction is a direct write (`Database.write_direct`): SQLite's direct `sqlite3`
 connection, PostgreSQL's asyncpg driver (one round trip per statement). Any failure leaves the
@@ -22,12 +23,12 @@ whole batch unwritten.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from sessions import _store_rows as rows
-from sessions._direct_write import is_unique_violation
+from sessions._direct_write import DirectWrite, is_unique_violation
 from sessions.db import Database
 from sessions.errors import Conflict, InvalidTransition, NotFound, SeqConflict
 from sessions.ids import new_id
@@ -36,10 +37,14 @@ from sessions.schema import EntryKind, SessionStatus
 from sessions.session_events import SessionEvent
 from sessions.session_tree import SESSION_TRANSITIONS, settings_values
 
-__all__ = ["BatchItem", "Committed", "GroupCommit", "PreparedEntry", "apply"]
+__all__ = ["BatchItem", "Committed", "ExtraWrite", "GroupCommit", "PreparedEntry", "apply"]
 
 BatchItem = tuple[str, Sequence[NewEntry], Sequence[NewEvent | SessionEvent], Mapping[str, Any] | None]
 """One session's share of a group commit: (session id, entries, events, settings and/or status)."""
+ExtraWrite = Callable[[DirectWrite], Awaitable[None]]
+"""Writes to other tables that commit with a batch (or not at all), run after its own statements
+in the same transaction. Run again from the start when the batch is retried, so it must not keep
+anything from an earlier try; raising leaves the whole batch unwritten."""
 
 _COUNTERS_SQL = "UPDATE sessions SET status = ?, last_position = ?, last_seq = ?, updated_at = ? WHERE id = ?"
 _ENTRIES_SQL = (
@@ -177,11 +182,11 @@ class GroupCommit:
         return conflict
 
 
-async def apply(database: Database, commit: GroupCommit) -> Committed:
-    """Write `commit` in one transaction on `database`; the errors are those of
-    `GroupCommit.plan`, Conflict for an entry id that exists, and the database's
-    (StoreUnavailable when it is locked, busy or unreachable; StoreError otherwise)."""
-    if not commit.shares:
+async def apply(database: Database, commit: GroupCommit, extra: Sequence[ExtraWrite] = ()) -> Committed:
+    """Write `commit`, then `extra`, in one transaction on `database`; the errors are those of
+    `GroupCommit.plan`, Conflict for an entry id that exists, what `extra` raises, and the
+    database's (StoreUnavailable when it is locked, busy or unreachable; StoreError otherwise)."""
+    if not commit.shares and not extra:
         return Committed(commit.now, {})
     async with database.write_direct() as tx:
         ids = sorted(share.session_id for share in commit.shares)
@@ -204,6 +209,8 @@ async def apply(database: Database, commit: GroupCommit) -> Committed:
                 raise
         if event_rows:
             await tx.executemany(_EVENTS_SQL, event_rows)
+        for write in extra:
+            await write(tx)
     return Committed(commit.now, firsts)
 
 

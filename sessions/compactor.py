@@ -54,6 +54,7 @@ class Compactor:
         the summary fails."""
         entries = await self._store.transcript.context_entries(session.id)
         plan = compaction.plan(entries, self._settings().compaction_keep_recent_tokens)
+        model = self._summary_model(session, model)
         summary = await compaction.summarize(
             plan.to_summarize,
             model=model,
@@ -69,6 +70,17 @@ class Compactor:
         )
         self._on_compacted(session.id)
         return result
+
+    def _summary_model(self, session: SessionRecord, model: Model) -> Model:
+        """The agent's `compaction_model` (a cheaper model for summaries) when it has one that
+        resolves, else `model`."""
+        directory = self._directory()
+        try:
+            ref = directory.profile(session.agent_id).extra.get("compaction_model")
+            return directory.resolve_model(ref) if ref else model
+        except Exception as exc:
+            log.warning("compaction model cannot be used", session_id=session.id, error=str(exc))
+            return model
 
     async def before_run(
         self, session: SessionRecord, model: Model, context: list[AgentMessage]

@@ -35,6 +35,7 @@ __all__ = [
     "View",
     "build_context",
     "convert_to_llm",
+    "summary_message",
     "view_of",
 ]
 
@@ -87,16 +88,19 @@ def build_context(entries: Sequence[Any]) -> list[AgentMessage]:
     view = view_of(entries)
     messages: list[AgentMessage] = []
     if view.compaction is not None:
-        messages.append(
-            CustomMessage(
-                role=COMPACTION_ROLE,
-                summary=view.compaction.get("summary", ""),
-                tokensBefore=view.compaction.get("tokensBefore", 0),
-                timestamp=view.compaction.get("timestamp", 0) or 0,
-            )
-        )
+        messages.append(summary_message(view.compaction))
     messages.extend(message for _, message in view.messages)
     return messages
+
+
+def summary_message(compaction: dict[str, Any]) -> AgentMessage:
+    """The `compactionSummary` message a context starts with, from a compaction's payload."""
+    return CustomMessage(
+        role=COMPACTION_ROLE,
+        summary=compaction.get("summary", ""),
+        tokensBefore=compaction.get("tokensBefore", 0),
+        timestamp=compaction.get("timestamp", 0) or 0,
+    )
 
 
 def convert_to_llm(messages: list[AgentMessage]) -> list[Message]:

@@ -10,14 +10,17 @@
   beside the writer). The hot writes (appends of entries and events, the journal's group commits
   above all, and run records) take `write_direct()` instead: a direct `sqlite3` connection whose
   statements run on the loop's thread and whose commit runs on a thread of its own
-  (`sessions._sqlite_writer`), under the same write lock. The database must be a file: an
-  in-memory one could not be shared by the two writers.
+  (`sessions._sqlite_writer`), under the same write lock. The hot point reads (a session by id
+  or key: every request and every run makes one) take `read_direct()`: a `query_only` `sqlite3`
+  connection read on the loop's thread (`sessions._sqlite_reader`). The database must be a file:
+  an in-memory one could not be shared by the connections.
 - PostgreSQL (`asyncpg`): one pooled engine by URL alone. A `?schema=NAME` query parameter (ours,
   not the driver's) keeps every table in that schema, created when missing. `write_direct()`
-  uses a pooled connection's asyncpg driver directly: one round trip per statement.
+  uses a pooled connection's asyncpg driver directly: one round trip per statement, and so does
+  `read_direct()`.
 
-Every SQLAlchemy, driver and socket error raised inside `read()`, `write()` and
-`write_direct()` leaves as a `sessions.errors` exception (see `translate`): a locked, busy or
+Every SQLAlchemy, driver and socket error raised inside `read()`, `write()`, `write_direct()` and
+`read_direct()` leaves as a `sessions.errors` exception (see `translate`): a locked, busy or
 unreachable database is a retryable `StoreUnavailable`, anything else a `StoreError`.
 """
 
@@ -27,16 +30,17 @@ import asyncio
 import hashlib
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Table, event, exc, text
 from sqlalchemy.engine import URL, make_url
 
 from sessions._async_engine import create_async_engine
 from sessions._direct_write import DirectWrite, PostgresWrite, SqliteWrite
+from sessions._sqlite_reader import SqliteReader
 from sessions._sqlite_writer import SqliteWriter
 from sessions.errors import SessionsError, StoreClosed, StoreError, StoreUnavailable
 
@@ -45,6 +49,8 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 __all__ = ["Database", "default_url", "normalize_url", "translate"]
+
+T = TypeVar("T")
 
 DEFAULT_BUSY_TIMEOUT_MS = 5_000
 DEFAULT_WRITE_WAIT_MS = 30_000
@@ -155,6 +161,7 @@ class Database:
         write_wait_ms: int,
         retry_after_ms: int,
         direct: SqliteWriter | None = None,
+        direct_reader: SqliteReader | None = None,
     ) -> None:
         self.url = url
         self.schema = schema
@@ -166,6 +173,7 @@ class Database:
         self._write_wait_s = write_wait_ms / 1000
         self.retry_after_ms = retry_after_ms
         self._direct = direct
+        self._direct_reader = direct_reader
         self._closed = False
 
     @classmethod
@@ -211,6 +219,7 @@ class Database:
             write_wait_ms=write_wait_ms,
             retry_after_ms=retry,
             direct=SqliteWriter(Path(parsed.database), busy_timeout_ms=busy_timeout_ms),
+            direct_reader=SqliteReader(Path(parsed.database), busy_timeout_ms=busy_timeout_ms),
         )
 
     @property
@@ -273,6 +282,26 @@ class Database:
                 raise
             raise translated from error
 
+    async def read_direct(self, body: Callable[[DirectWrite], Awaitable[T]]) -> T:
+        """`body(reader)` in a read transaction on the driver itself, for point reads (only
+        `fetch` may be used, and `body` must not await anything else). SQLite: on the direct
+        read connection, on the loop's thread, tried again while SQLite cannot start a read (up
+        to `busy_timeout_ms`); PostgreSQL: a pooled connection's asyncpg driver, one round trip
+        per statement."""
+        self._check_open()
+        try:
+            reader = self._direct_reader
+            if reader is not None:
+                return await reader.read(lambda conn: body(SqliteWrite(conn)))
+            async with self._reader.connect() as pooled:
+                driver: Any = (await pooled.get_raw_connection()).driver_connection
+                return await body(PostgresWrite(driver))
+        except BaseException as error:
+            translated = self._translated(error)
+            if translated is error:
+                raise
+            raise translated from error
+
     @asynccontextmanager
     async def _transaction(
         self, engine: AsyncEngine, lock: asyncio.Lock | None
@@ -315,6 +344,8 @@ class Database:
         self._closed = True
         if self._direct is not None:
             self._direct.close()
+        if self._direct_reader is not None:
+            self._direct_reader.close()
         await self._writer.dispose()
         if self._reader is not self._writer:
             await self._reader.dispose()

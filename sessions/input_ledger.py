@@ -4,6 +4,10 @@
 input is recorded before its sender is answered and moves on until it reaches one of the
 `FINAL_INPUT_STATUSES`, its recorded outcome, which never changes again. Inputs in
 `WAITING_INPUT_STATUSES` were accepted and have not reached a run yet: after a restart they run.
+
+Every input is recorded once and moved at least twice (running, then its outcome), so those writes
+are direct writes (`Database.write_direct`); `record_in` and `move_in` run inside a transaction
+the caller holds, so that a run's start and end commit with its events (`sessions.runs`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from sessions.session_tree import session_row
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
+    from sessions._direct_write import DirectWrite
+
 __all__ = ["FINAL_INPUT_STATUSES", "WAITING_INPUT_STATUSES", "InputClaim", "InputLedger"]
 
 InputClaim = Callable[["AsyncConnection"], Awaitable[None]]
@@ -36,6 +42,13 @@ FINAL_INPUT_STATUSES: Final = frozenset({InputStatus.DONE, InputStatus.REJECTED,
 WAITING_INPUT_STATUSES: Final = frozenset({InputStatus.QUEUED, InputStatus.STEERED, InputStatus.FOLLOWUP})
 """Accepted, and not part of a running run yet."""
 _OPEN_STATES: Final = [s.value for s in InputStatus if s not in FINAL_INPUT_STATUSES]
+_COLUMNS: Final = [column.name for column in inputs.c]
+_SELECT_SQL: Final = f"SELECT {', '.join(_COLUMNS)} FROM inputs WHERE idempotency_key = ?"
+_INSERT_SQL: Final = (
+    f"INSERT INTO inputs ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
+    "ON CONFLICT (idempotency_key) DO NOTHING"
+)
+_OPEN_SQL: Final = f"status IN ({', '.join('?' * len(_OPEN_STATES))})"
 
 
 class InputLedger:
@@ -61,16 +74,22 @@ class InputLedger:
         record, False)` when it was seen before, also by a concurrent call (the other arguments
         are then ignored). `claim` runs in the same transaction when the key is new (see
         `InputClaim`). Raise NotFound for an unknown session."""
-        values = {
-            "idempotency_key": idempotency_key,
-            "session_id": session_id,
-            "run_id": run_id,
-            "source": None if source is None else rows.dumps(source),
-            "payload": rows.dumps(payload),
-            "queue_mode": queue_mode,
-            "status": rows.parse(InputStatus, status, "input status").value,
-            "reason": None,
-        }
+        if claim is None:
+            async with self._db.write_direct() as tx:
+                recorded = await self.record_in(
+                    tx,
+                    idempotency_key,
+                    session_id=session_id,
+                    payload=payload,
+                    source=source,
+                    queue_mode=queue_mode,
+                    status=status,
+                    run_id=run_id,
+                )
+            if recorded is None:
+                raise NotFound(f"no session {session_id}")
+            return recorded
+        values = _values(idempotency_key, session_id, payload, source, queue_mode, status, run_id)
         async with self._db.write() as conn:
             existing = await _input_row(conn, idempotency_key)
             if existing is not None:
@@ -91,6 +110,60 @@ class InputLedger:
             if row is None:
                 raise StoreError(f"input {idempotency_key!r} vanished while being recorded")
             return rows.input_record(row), created
+
+    async def record_in(
+        self,
+        tx: DirectWrite,
+        idempotency_key: str,
+        *,
+        session_id: str,
+        payload: JSONObject,
+        source: JSONObject | None = None,
+        queue_mode: str | None = None,
+        status: InputStatus | str = InputStatus.QUEUED,
+        run_id: str | None = None,
+    ) -> tuple[InputRecord, bool] | None:
+        """`record` inside the caller's direct write transaction (without a claim); None, with
+        nothing written, for an unknown session. Raise InvalidRequest for a payload or source
+        JSON cannot hold or an unknown status, before anything is written."""
+        values = _values(idempotency_key, session_id, payload, source, queue_mode, status, run_id)
+        found = await tx.fetch(_SELECT_SQL, [idempotency_key])
+        if not found:
+            if not await tx.fetch("SELECT 1 FROM sessions WHERE id = ?", [session_id]):
+                return None
+            now = self._clock()
+            values.update(seq=new_id(), created_at=now, updated_at=now)
+            row = [values[name] for name in _COLUMNS]
+            # A concurrent writer (PostgreSQL) may have recorded the key since the check: the
+            # conflict clause inserts nothing then, and its row is read below.
+            if await tx.execute(_INSERT_SQL, row) == 1:
+                return rows.input_record(values), True
+            found = await tx.fetch(_SELECT_SQL, [idempotency_key])
+            if not found:
+                raise StoreError(f"input {idempotency_key!r} vanished while being recorded")
+        return rows.input_record(dict(zip(_COLUMNS, found[0], strict=True))), False
+
+    async def move_in(
+        self,
+        tx: DirectWrite,
+        keys: list[str],
+        *,
+        status: InputStatus,
+        run_id: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """`update` of every input in `keys` inside the caller's direct write transaction, in
+        one statement; inputs whose outcome is recorded, and unknown keys, are left as they are."""
+        if not keys:
+            return
+        condition, params = tx.in_list("idempotency_key", keys)
+        set_run = "" if run_id is None else "run_id = ?, "
+        run_ids = [] if run_id is None else [run_id]
+        await tx.execute(
+            f"UPDATE inputs SET status = ?, reason = ?, {set_run}updated_at = ? "
+            f"WHERE {condition} AND {_OPEN_SQL}",
+            [status.value, reason, *run_ids, self._clock(), *params, *_OPEN_STATES],
+        )
 
     async def get(self, idempotency_key: str) -> InputRecord | None:
         async with self._db.read() as conn:
@@ -152,6 +225,28 @@ class InputLedger:
         async with self._db.read() as conn:
             found = (await conn.execute(query)).scalars().all()
         return [source for source in map(rows.loads, found) if isinstance(source, dict)]
+
+
+def _values(  # noqa: PLR0917 (the columns, in their order)
+    key: str,
+    session_id: str,
+    payload: JSONObject,
+    source: JSONObject | None,
+    queue_mode: str | None,
+    status: InputStatus | str,
+    run_id: str | None,
+) -> dict[str, object]:
+    """The columns of a new input but `seq` and the times, checked and encoded."""
+    return {
+        "idempotency_key": key,
+        "session_id": session_id,
+        "run_id": run_id,
+        "source": None if source is None else rows.dumps(source),
+        "payload": rows.dumps(payload),
+        "queue_mode": queue_mode,
+        "status": rows.parse(InputStatus, status, "input status").value,
+        "reason": None,
+    }
 
 
 async def _input_row(conn: AsyncConnection, key: str) -> rows.AnyRow | None:

@@ -96,6 +96,14 @@ class Inputs:
             if waiter is not None:
                 waiter.set()
 
+    def settled(self, keys: list[str]) -> None:
+        """Wake the waiters of inputs whose outcome the caller has just recorded itself (with
+        `InputLedger.move_in`, in a transaction of its own)."""
+        for key in keys:
+            waiter = self._waiters.pop(key, None)
+            if waiter is not None:
+                waiter.set()
+
     async def wait(self, run_id: str, timeout_s: float | None = None) -> dict[str, Any] | None:
         """Wait until the input `run_id` (or the run of that id) has its outcome and return the
         run's stored result (`status`: ok, error or aborted). None on timeout, for an unknown id,

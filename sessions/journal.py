@@ -13,7 +13,8 @@ gathered while the last commit ran. An item appended after a quiet tick is commi
 so is one whose producer waits for it (`commit`, `flush`, closing) or a full batch (`max_batch`
 items). Each commit is one transaction with one statement per table (`Store.commit_batch`); each
 event's payload is encoded to JSON once, and the published event keeps that text
-(`SessionEvent.data_json`).
+(`SessionEvent.data_json`). An item may carry writes to other tables that must commit with it
+(`JournalItem.extra`: the record of a run's start or end), run in the same transaction.
 
 Producers: each session has one producer at a time (its lane), which numbers its events and
 appends them without awaiting anything in between, so a session's items are queued in `seq`
@@ -32,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +43,7 @@ import structlog
 
 from sessions.errors import StoreUnavailable
 from sessions.session_events import EventPublisher, SessionEvent
-from sessions.store import BatchItem, NewEntry, Store
+from sessions.store import BatchItem, ExtraWrite, NewEntry, Store
 
 __all__ = ["Journal", "JournalItem"]
 
@@ -61,6 +63,8 @@ class JournalItem:
     entries: list[NewEntry] = field(default_factory=list)
     events: list[SessionEvent] = field(default_factory=list)
     session_fields: dict[str, Any] | None = None
+    extra: ExtraWrite | None = None
+    """Writes to other tables that commit with the item (a run's record, an input)."""
     done: asyncio.Future[None] | None = None
 
 
@@ -93,6 +97,8 @@ class Journal:
         self._closing = False
         self._on_committed = on_committed
         self.commits = 0
+        self.observe_commit: Callable[[float, int], None] | None = None
+        """Called with each commit's duration in seconds and its number of session items."""
 
     @property
     def pending(self) -> int:
@@ -227,9 +233,16 @@ class Journal:
             for item in items
             if item.session_id
         ]
-        if real:
-            await self._store.commit_batch(real)
+        extra = [item.extra for item in items if item.extra is not None]
+        if real or extra:
+            started = time.perf_counter()
+            await (self._store.commit_batch(real, extra) if extra else self._store.commit_batch(real))
             self.commits += 1
+            if self.observe_commit is not None:
+                try:  # a metrics failure must not look like a refused commit
+                    self.observe_commit(time.perf_counter() - started, len(real))
+                except Exception:
+                    log.exception("the journal's commit observer failed")
 
     def _settle(self, item: JournalItem, error: BaseException | None) -> None:
         """Take the (committed or refused) item off the front of the queue, publish it when it

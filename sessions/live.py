@@ -2,11 +2,10 @@
 
 `LiveSession` owns the session's `Agent` (whose queues take steering and follow-up messages at
 once, even while a run waits for its turn), the next durable `seq`, and the state of its active
-run (`RunState`). It keeps no transcript copy: each run rebuilds the agent's messages from the
-database, reading only the part of the transcript the context holds
-(`Store.transcript.context_entries`). Keeping every idle session's context in memory instead
-would cost far more memory than the rebuild costs time (a parsed message takes several times its
-stored size).
+run (`RunState`). The agent holds a run's messages only while the run lasts; each run starts from
+the session's context as `sessions.context_cache` keeps it (within a byte budget, equal to a
+fresh read), or as read from the store (`Store.transcript.context_entries`, only the part of the
+transcript the context holds) when it is not cached.
 
 Lifetimes: a `RunState` lives from the input that starts it until its outcome is recorded
 (`sessions.runs`); a `LiveSession` as long as `sessions.live_cache` keeps it.

@@ -7,6 +7,8 @@ first) as soon as another is loaded, and after `live_idle_ttl_s` without use (a 
 by this object, started by `start()` and ended by `aclose()`). The settings are read at each use,
 so a config reload changes them at once.
 
+A session's cached context (`sessions.context_cache`) goes with its live session.
+
 A live session is busy (never dropped) while anything of it is in flight: a run, a queued
 message, an operation on its lane, or an event the journal has not committed (its seq counter
 must not be rebuilt from a stale `last_seq`).
@@ -23,6 +25,7 @@ from collections.abc import Callable, Iterator
 import structlog
 
 from agent_core import Agent
+from sessions.context_cache import ContextCache
 from sessions.errors import NotFound
 from sessions.journal import Journal
 from sessions.lane import LaneRegistry
@@ -44,9 +47,11 @@ class LiveSessions:
         *,
         lanes: LaneRegistry,
         journal: Journal,
+        contexts: ContextCache,
         settings: Callable[[], RunSettings],
     ) -> None:
         self._store = store
+        self._contexts = contexts
         self._lanes = lanes
         self._journal = journal
         self._settings = settings
@@ -127,7 +132,7 @@ class LiveSessions:
         """Drop `live` now unless it is busy (or already replaced); True when dropped. The next
         use loads the session again from the store."""
         if self._live.get(live.session_id) is live and self._evictable(live):
-            del self._live[live.session_id]
+            self._drop(live.session_id)
             return True
         return False
 
@@ -139,7 +144,7 @@ class LiveSessions:
         for sid in list(self._live):
             live = self._live[sid]
             if now - live.last_used > ttl and self._evictable(live):
-                del self._live[sid]
+                self._drop(sid)
                 evicted += 1
         return evicted
 
@@ -155,8 +160,12 @@ class LiveSessions:
             if excess <= 0:
                 break
             if sid != keep and self._evictable(self._live[sid]):
-                del self._live[sid]
+                self._drop(sid)
                 excess -= 1
+
+    def _drop(self, session_id: str) -> None:
+        del self._live[session_id]
+        self._contexts.drop(session_id)
 
     async def _sweep(self) -> None:
         while True:

@@ -33,6 +33,7 @@ from sessions import compaction
 from sessions.aborts import abort_tree
 from sessions.answers import Answers
 from sessions.compactor import Compactor
+from sessions.context_cache import ContextCache
 from sessions.errors import InvalidRequest, LaneFull, NotFound, SessionsError, StoreUnavailable
 from sessions.event_payloads import MessageCompleted
 from sessions.ids import new_id
@@ -80,10 +81,14 @@ class SessionManager:
         self.directory = directory
         self._settings = settings or RunSettings()
         self.publisher = publisher or NullPublisher()
-        self.journal = Journal(store, self.publisher)
+        self.contexts = ContextCache(lambda: self._settings.context_cache_bytes)
+        """The live sessions' parsed contexts (`sessions.context_cache`)."""
+        self.journal = Journal(store, self.publisher, on_committed=self._committed)
         self.lanes = LaneRegistry(max_depth=self._settings.lane_depth)
         self.limiter = RunLimiter(self._settings.max_concurrent_runs)
-        self._lives = LiveSessions(store, lanes=self.lanes, journal=self.journal, settings=self._current)
+        self._lives = LiveSessions(
+            store, lanes=self.lanes, journal=self.journal, contexts=self.contexts, settings=self._current
+        )
         self._inputs = Inputs(store, find_run=self._lives.find_run)
         stream = stream_fn_or_default(stream_fn)
         self._compactor = Compactor(
@@ -101,6 +106,7 @@ class SessionManager:
             limiter=self.limiter,
             lives=self._lives,
             inputs=self._inputs,
+            contexts=self.contexts,
             compactor=self._compactor,
             directory=self._directory,
             settings=self._current,
@@ -132,6 +138,12 @@ class SessionManager:
 
     def _directory(self) -> AgentDirectory:
         return self.directory
+
+    def _committed(self, items: list[JournalItem]) -> None:
+        """Entries the journal has committed reach the cached contexts."""
+        for item in items:
+            if item.entries:
+                self.contexts.committed(item.session_id, item.entries)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -239,10 +251,12 @@ class SessionManager:
         return out
 
     def forget(self, session_id: str) -> None:
-        """Drop a live session that is not busy (after delete or reset)."""
+        """Drop a live session that is not busy, and the session's cached context (after delete
+        or reset)."""
         live = self._lives.get(session_id)
         if live is not None:
             self._lives.forget(live)
+        self.contexts.drop(session_id)
 
     def evict_idle(self, now: float | None = None) -> int:
         """Drop live sessions unused for `live_idle_ttl_s` that are not busy; return how many."""
@@ -272,13 +286,15 @@ class SessionManager:
             raise StoreUnavailable("the gateway is not accepting messages right now", retry_after_ms=2000)
         if queue_mode is not None and queue_mode not in QUEUE_MODES:
             raise InvalidRequest(f"queueMode must be one of {', '.join(QUEUE_MODES)}")
-        existing = await self.store.inputs.get(idempotency_key)
-        if existing is not None:
-            return await self._inputs.repeat(existing, session)
         if self.lanes.depth(session.id) >= self._settings.lane_depth:
+            existing = await self.store.inputs.get(idempotency_key)
+            if existing is not None:
+                return await self._inputs.repeat(existing, session)
             raise LaneFull("this session has too many operations waiting", retry_after_ms=1000)
         mode = queue_mode or session.queue_mode or self.directory.profile(session.agent_id).queue_mode
         user = as_input(message, idempotency_key)
+        # Its own transaction, not a share of the journal's next commit: while the database is
+        # locked by another program, the sender must hear UNAVAILABLE (the journal would wait).
         record, created = await self.store.inputs.record(
             idempotency_key,
             session_id=session.id,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agent_core import AgentTool, Model, ThinkingLevel
+from agent_core.agent_types import RefreshTools
 
 if TYPE_CHECKING:
     from sessions.store import SessionRecord
@@ -54,7 +55,17 @@ class RunContext:
     model: Model
 
 
-ToolsFactory = Callable[[RunContext], "Awaitable[list[AgentTool]] | list[AgentTool]"]
+@dataclass(frozen=True, slots=True)
+class RunTools:
+    """The tools of one run, and (`refresh`) how the run asks for them again before each later
+    turn: None keeps them, a list replaces them (a tool server announced a new list)."""
+
+    tools: list[AgentTool]
+    refresh: RefreshTools | None = None
+
+
+ToolsFactory = Callable[[RunContext], "Awaitable[list[AgentTool] | RunTools] | list[AgentTool] | RunTools"]
+"""Builds a run's tools: a plain list (fixed for the run) or `RunTools`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,7 +77,8 @@ class RunSettings:
     the cut-off reply recorded as after a crash). `collect_window_s` is the quiet window of the
     `collect` queue mode. Compaction starts when a run's context comes within
     `compaction_reserve_tokens` of the model's context window and keeps about
-    `compaction_keep_recent_tokens` of recent history.
+    `compaction_keep_recent_tokens` of recent history. `context_cache_bytes` bounds the parsed
+    contexts kept for live sessions (`sessions.context_cache`; 0 keeps none).
     """
 
     max_concurrent_runs: int = 16
@@ -81,3 +93,4 @@ class RunSettings:
     compaction_keep_recent_tokens: int = 20_000
     shutdown_grace_s: float = 10.0
     abort_grace_s: float = 10.0
+    context_cache_bytes: int = 64 * 1024 * 1024

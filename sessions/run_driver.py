@@ -42,6 +42,7 @@ from agent_core import (
     ToolResultMessage,
     text_of,
 )
+from agent_core.agent_types import RefreshTools
 from agent_core.messages import tool_calls_of
 from sessions.context import convert_to_llm
 from sessions.event_payloads import EventPayload, MessageCompleted, StatusChanged
@@ -52,7 +53,7 @@ from sessions.live import LiveSession, RunPhase, RunState
 from sessions.profiles import RunSettings
 from sessions.recovery import cut_off_messages
 from sessions.schema import RunStatus, SessionStatus
-from sessions.store import NewEntry
+from sessions.store import ExtraWrite, NewEntry
 from sessions.stream_guard import STREAM_ABORTED_TEXT, error_stream, guarded_stream
 from sessions.termination import TerminationReason
 
@@ -90,6 +91,8 @@ class RunSetup:
     tools: list[AgentTool]
     context: list[AgentMessage]
     model_error: str | None = None
+    refresh_tools: RefreshTools | None = None
+    """Asked before each later turn of the run (see `AgentOptions.refresh_tools`)."""
 
 
 class RunDriver:
@@ -126,6 +129,7 @@ class RunDriver:
         agent.state.model = setup.model
         agent.state.thinking_level = setup.thinking_level
         agent.state.tools = setup.tools
+        agent.options.refresh_tools = setup.refresh_tools
         agent.state.messages = setup.context
         agent.options.stream.session_id = self.live.session_id
         agent.options.convert_to_llm = convert_to_llm
@@ -147,10 +151,11 @@ class RunDriver:
                 task.cancel()
             await asyncio.gather(watchdog, *run.pumps, return_exceptions=True)
             unsubscribe()
-            # The next run rebuilds its context from the database: an idle live session must not
-            # hold on to its last context (up to a context window of messages) until evicted.
+            # The next run starts from the context cache (within its byte budget) or the database:
+            # an idle live session must not hold another copy of its context until evicted.
             agent.state.messages = []
             agent.state.tools = []
+            agent.options.refresh_tools = None
         if prompt.cancelled():
             run.hard_stopped = True
         elif (error := prompt.exception()) is not None:
@@ -268,9 +273,10 @@ class RunDriver:
 
     # --- ending -------------------------------------------------------------------------------
 
-    async def finish(self) -> RunOutcome:
+    async def finish(self, record: Callable[[RunOutcome], ExtraWrite] | None = None) -> RunOutcome:
         """Record the end of the run (closing a hard-stopped reply, `agent.finished`, the
-        session's status) and return the outcome for the run record."""
+        session's status) and return its outcome; `record(outcome)` gives the writes that commit
+        with it (the run record's, the inputs')."""
         run = self.run
         if run.phase is RunPhase.RUNNING:
             run.advance(RunPhase.FINISHING)
@@ -285,13 +291,6 @@ class RunDriver:
             run.translator.finished(reason, error_message=error),
             StatusChanged(session_status),
         ]
-        await self._journal.commit(
-            JournalItem(
-                self.live.session_id,
-                events=self.live.number(drafts, run.run_id),
-                session_fields={"status": session_status.value},
-            )
-        )
         last = run.last_assistant
         result: dict[str, Any] = {
             "runId": run.run_id,
@@ -301,10 +300,19 @@ class RunDriver:
             "text": text_of(last) if last is not None else "",
             "usage": {**run.usage.dump(), "cost": run.usage.cost.total},
         }
-        error = error or (last.error_message if last is not None else None)
-        if error:
-            result["errorMessage"] = error
-        return RunOutcome(reason, session_status, result)
+        failure = error or (last.error_message if last is not None else None)
+        if failure:
+            result["errorMessage"] = failure
+        outcome = RunOutcome(reason, session_status, result)
+        await self._journal.commit(
+            JournalItem(
+                self.live.session_id,
+                events=self.live.number(drafts, run.run_id),
+                session_fields={"status": session_status.value},
+                extra=None if record is None else record(outcome),
+            )
+        )
+        return outcome
 
     async def _close_cut_off(self) -> None:
         run = self.run

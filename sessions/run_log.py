@@ -3,13 +3,15 @@
 `Store.runs` is a `RunLog`; the rules of every store method are in `sessions.store`. A run is
 recorded as `running` when it starts and finishes exactly once; runs still `running` when the
 daemon starts were cut off by a crash (`sessions.recovery` closes them). Every run writes both, so
-they are direct writes (`Database.write_direct`), not SQLAlchemy statements.
+they are direct writes (`Database.write_direct`), not SQLAlchemy statements; `start_in` and
+`finish_in` write them inside a transaction the caller holds, so that a run's start and end
+commit with its events (`sessions.runs`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
@@ -18,10 +20,26 @@ from sessions._direct_write import is_unique_violation
 from sessions.db import Database
 from sessions.errors import Conflict, InvalidRequest, InvalidTransition, NotFound
 from sessions.records import RunRecord
-from sessions.schema import RunStatus, runs
+from sessions.schema import RunStatus, runs, sessions
 from sessions.termination import TerminationReason
 
+if TYPE_CHECKING:
+    from agent_core import Usage
+    from sessions._direct_write import DirectWrite
+
 __all__ = ["RunLog"]
+
+_START_SQL = (
+    "INSERT INTO runs (id, session_id, status, started_at) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING"
+)
+_FINISH_SQL = (
+    "UPDATE runs SET status = ?, termination_reason = ?, ended_at = ?, error = ?, result = ? "
+    "WHERE id = ? AND status = ?"
+)
+_USAGE_SQL = (
+    "UPDATE sessions SET input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, "
+    "total_tokens = total_tokens + ?, cost = cost + ?, updated_at = ? WHERE id = ?"
+)
 
 
 class RunLog:
@@ -82,6 +100,37 @@ class RunLog:
         # The record holds the result as stored (what a later `get` returns), not the caller's object.
         return RunRecord(run_id, session_id, final, reason, started_at, now, error, rows.loads(stored_result))
 
+    async def start_in(self, tx: DirectWrite, run_id: str, session_id: str) -> bool:
+        """Record a run of the session as started now, inside the caller's direct write
+        transaction (the session must exist); False, with nothing written, when the run id
+        exists."""
+        now = self._clock()
+        return await tx.execute(_START_SQL, [run_id, session_id, RunStatus.RUNNING.value, now]) == 1
+
+    async def finish_in(
+        self,
+        tx: DirectWrite,
+        run_id: str,
+        *,
+        session_id: str,
+        status: RunStatus,
+        termination_reason: TerminationReason,
+        error: str | None,
+        result: Any,
+        usage: Usage,
+    ) -> bool:
+        """`finish` inside the caller's direct write transaction, and add the run's `usage` to its
+        session's totals (`tree.add_usage`); False, with nothing written, when the run is not
+        running (a run ends once). Raise InvalidRequest for a result JSON cannot hold."""
+        stored = None if result is None else rows.dumps(result)
+        now = self._clock()
+        params = [status.value, str(termination_reason), now, error, stored, run_id, RunStatus.RUNNING.value]
+        if await tx.execute(_FINISH_SQL, params) != 1:
+            return False
+        totals = [usage.input, usage.output, usage.total_tokens, usage.cost.total, now, session_id]
+        await tx.execute(_USAGE_SQL, totals)
+        return True
+
     async def get(self, run_id: str) -> RunRecord | None:
         async with self._db.read() as conn:
             row = (await conn.execute(select(runs).where(runs.c.id == run_id))).first()
@@ -93,3 +142,16 @@ class RunLog:
         async with self._db.read() as conn:
             found = (await conn.execute(query)).all()
         return [rows.run_record(row) for row in found]
+
+    async def usage_since(self, since_ms: int) -> list[tuple[str, int, Any]]:
+        """``(agent id, started_at, result)`` of every finished run started at or after
+        `since_ms`, oldest first (the result holds the run's ``usage``: tokens and cost)."""
+        query = (
+            select(sessions.c.agent_id, runs.c.started_at, runs.c.result)
+            .join(sessions, sessions.c.id == runs.c.session_id)
+            .where(runs.c.started_at >= since_ms, runs.c.ended_at.is_not(None))
+            .order_by(runs.c.started_at)
+        )
+        async with self._db.read() as conn:
+            found = (await conn.execute(query)).all()
+        return [(agent_id, started_at, rows.loads(result)) for agent_id, started_at, result in found]

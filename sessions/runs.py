@@ -2,9 +2,15 @@
 
 `Runs.start` makes a run of a live session for some input messages. The run waits for the
 session's lane (one operation at a time per session), then for a slot of the global run limiter,
-records itself (run record, session `running`, inputs `running`), drives the agent
-(`sessions.live.RunDriver`), and records how it ended (run record, usage, the inputs' outcome).
-Whatever happens, its inputs end with exactly one recorded outcome. Messages still queued in the
+records its start, drives the agent (`sessions.run_driver.RunDriver`), and records how it ended.
+Its start is one journal commit (the session `running` and that event, the run record, its
+inputs `running`, and the session as it is now, which the run goes by), and so is its end
+(`agent.finished` and the session's status, the run record's outcome, its usage added to the
+session's totals, its inputs' outcome): one database round trip each. Whatever happens, its
+inputs end with exactly one recorded outcome.
+
+The run's context comes from the session's cached context (`sessions.context_cache`) when it
+matches the session's entries, else from the store. Messages still queued in the
 agent when a run ends (a steer that came too late, follow-ups after an abort) start the next run:
 nothing accepted is dropped.
 
@@ -27,10 +33,11 @@ from typing import cast
 
 import structlog
 
-from agent_core import AgentTool, Model, StreamFn, ThinkingLevel, maybe_await, parse_message
+from agent_core import Model, StreamFn, ThinkingLevel, parse_message
+from sessions._direct_write import DirectWrite
 from sessions.compactor import Compactor
-from sessions.context import build_context
-from sessions.errors import Conflict, SessionsError
+from sessions.context_cache import ContextCache
+from sessions.errors import Conflict, InvalidTransition, NotFound, SessionsError, StoreError
 from sessions.event_payloads import StatusChanged
 from sessions.ids import new_id
 from sessions.input_message import InputMessage, as_input
@@ -39,12 +46,13 @@ from sessions.journal import Journal, JournalItem
 from sessions.lane import LaneRegistry, RunLimiter
 from sessions.live import LiveSession, RunPhase, RunState
 from sessions.live_cache import LiveSessions
-from sessions.profiles import AgentDirectory, AgentProfile, RunContext, RunSettings, ToolsFactory
+from sessions.profiles import AgentDirectory, AgentProfile, RunContext, RunSettings, RunTools, ToolsFactory
 from sessions.records import InputRecord, SessionRecord
 from sessions.run_driver import RunDriver, RunOutcome, RunSetup
 from sessions.run_model import model_for
 from sessions.schema import InputStatus, RunStatus, SessionKind, SessionStatus
-from sessions.store import Store
+from sessions.session_tree import session_in
+from sessions.store import ExtraWrite, Store
 from sessions.termination import TerminationReason
 
 __all__ = ["Runs"]
@@ -52,6 +60,10 @@ __all__ = ["Runs"]
 log = structlog.get_logger("sessions.runs")
 
 _THINKING_LEVELS = frozenset({"off", "minimal", "low", "medium", "high", "xhigh"})
+
+
+class _StartRefused(Exception):
+    """The store refused a run's start (its session is gone or archived; the message says which)."""
 
 
 class Runs:
@@ -68,6 +80,7 @@ class Runs:
         limiter: RunLimiter,
         lives: LiveSessions,
         inputs: Inputs,
+        contexts: ContextCache,
         compactor: Compactor,
         directory: Callable[[], AgentDirectory],
         settings: Callable[[], RunSettings],
@@ -81,6 +94,7 @@ class Runs:
         self._limiter = limiter
         self._lives = lives
         self._inputs = inputs
+        self._contexts = contexts
         self._compactor = compactor
         self._directory = directory
         self._settings = settings
@@ -92,13 +106,21 @@ class Runs:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def start(
-        self, live: LiveSession, messages: list[InputMessage], *, after: RunState | None = None
+        self,
+        live: LiveSession,
+        messages: list[InputMessage],
+        *,
+        after: RunState | None = None,
+        run_id: str | None = None,
     ) -> None:
-        """Make a run of `live` for `messages` (the live session's run from now on); with
-        `after`, it goes to the lane only once that run has finished."""
+        """Make a run of `live` for `messages` (the live session's run from now on), named
+        `run_id` when given (else after its first input); with `after`, it goes to the lane only
+        once that run has finished."""
         if not self.accepting:
             return  # the inputs stay queued and run after the restart
         run = RunState.for_messages(messages)
+        if run_id is not None:
+            run.run_id = run_id
         live.run = run
         task = asyncio.create_task(self._run_task(live, run, after), name=f"run-{run.run_id}")
         self._tasks.add(task)
@@ -110,7 +132,10 @@ class Runs:
         live = await self._lives.load(session_id)
         messages = [as_input(parse_message(i.payload), i.idempotency_key) for i in inputs]
         log.info("running inputs accepted before the restart", session_id=session_id, count=len(messages))
-        self.start(live, messages)
+        first = inputs[0].idempotency_key if inputs else None
+        # The input's key may name an earlier run that a crash cut off before the input moved on.
+        taken = first is not None and await self._store.runs.get(first) is not None
+        self.start(live, messages, run_id=new_id() if taken else None)
 
     async def aclose(self, grace_s: float) -> None:
         """Stop starting runs, give active ones `grace_s` to end, abort the rest with
@@ -140,6 +165,9 @@ class Runs:
             if after is not None:
                 await after.finished.wait()
             await self._lanes.lane(live.session_id).run(lambda: self._execute(live, run))
+        except _StartRefused as refused:
+            failed = True
+            await self._inputs.settle(run.input_keys, InputStatus.REJECTED, reason=str(refused))
         except Exception as exc:
             failed = True
             log.exception("a run failed outside the agent", run_id=run.run_id)
@@ -196,30 +224,11 @@ class Runs:
         return parent is not None and parent.run is not None and parent.run.phase is RunPhase.RUNNING
 
     async def _execute_run(self, live: LiveSession, run: RunState) -> None:
-        session = await self._store.tree.get_session(live.session_id)
-        if session is None:
-            await self._inputs.settle(run.input_keys, InputStatus.REJECTED, reason="the session was deleted")
-            return
-        if session.status == SessionStatus.ARCHIVED:
-            await self._inputs.settle(run.input_keys, InputStatus.REJECTED, reason="the session is archived")
-            return
+        run.advance(RunPhase.RUNNING)
+        session = await self._start(live, run)
         live.record = session
         profile = self._directory().profile(session.agent_id)
         model, model_error = model_for(self._directory(), session, profile)
-        run.advance(RunPhase.RUNNING)
-        try:
-            await self._store.runs.create(run.run_id, session.id)
-        except Conflict:
-            run.run_id = new_id()  # the input's key names an earlier, interrupted run
-            await self._store.runs.create(run.run_id, session.id)
-        await self._journal.commit(
-            JournalItem(
-                session.id,
-                events=live.number([StatusChanged(SessionStatus.RUNNING)], run.run_id),
-                session_fields={"status": SessionStatus.RUNNING.value},
-            )
-        )
-        await self._inputs.mark(run.input_keys, InputStatus.RUNNING, run.run_id)
         self._on_session_changed(session.id, "agent.run.started")
         settings = self._settings()
         driver = RunDriver(
@@ -238,8 +247,74 @@ class Runs:
         except Exception as exc:
             log.exception("the run could not be prepared", run_id=run.run_id)
             run.failure = str(exc) or type(exc).__name__
-        outcome = await driver.finish()
-        await self._record_outcome(live, run, outcome)
+        ended: list[SessionRecord | None] = []
+        await driver.finish(lambda outcome: self._end_writes(live, run, outcome, ended))
+        self._inputs.settled(run.input_keys)
+        run.advance(RunPhase.DONE)
+        if ended and ended[0] is not None:
+            live.record = ended[0]
+        self._on_session_changed(live.session_id, "agent.run.finished")
+
+    async def _start(self, live: LiveSession, run: RunState) -> SessionRecord:
+        """Record the run's start in one journal commit (see the module docstring) and return
+        the session as that commit saw it. Raise _StartRefused when the session is gone or
+        archived."""
+        found: list[SessionRecord | None] = []
+        keys = list(run.input_keys)
+
+        async def write(tx: DirectWrite) -> None:
+            found.clear()
+            if not await self._store.runs.start_in(tx, run.run_id, live.session_id):
+                raise Conflict(f"run {run.run_id} already exists")
+            await self._store.inputs.move_in(tx, keys, status=InputStatus.RUNNING, run_id=run.run_id)
+            found.append(await session_in(tx, live.session_id))
+
+        item = JournalItem(
+            live.session_id,
+            events=live.number([StatusChanged(SessionStatus.RUNNING)], run.run_id),
+            session_fields={"status": SessionStatus.RUNNING.value},
+            extra=write,
+        )
+        try:
+            await self._journal.commit(item)
+        except NotFound as exc:
+            raise _StartRefused("the session was deleted") from exc
+        except Conflict as exc:
+            raise _StartRefused(f"the run could not start: {exc}") from exc
+        except InvalidTransition as exc:
+            if exc.current == SessionStatus.ARCHIVED.value:
+                raise _StartRefused("the session is archived") from exc
+            raise
+        session = found[0] if found else None
+        if session is None:
+            raise StoreError(f"session {live.session_id} vanished while its run started")
+        return session
+
+    def _end_writes(
+        self, live: LiveSession, run: RunState, outcome: RunOutcome, ended: list[SessionRecord | None]
+    ) -> ExtraWrite:
+        """The writes that commit with the run's `agent.finished`: the run record's outcome, its
+        usage, its inputs' outcome; the session as it is then goes into `ended`."""
+        keys = list(run.input_keys)
+        interrupted = outcome.run_status is RunStatus.INTERRUPTED
+        final = InputStatus.INTERRUPTED if interrupted else InputStatus.DONE
+
+        async def write(tx: DirectWrite) -> None:
+            ended.clear()
+            await self._store.runs.finish_in(
+                tx,
+                run.run_id,
+                session_id=live.session_id,
+                status=outcome.run_status,
+                termination_reason=outcome.termination_reason,
+                error=outcome.error,
+                result=outcome.result,
+                usage=run.usage,
+            )
+            await self._store.inputs.move_in(tx, keys, status=final, run_id=run.run_id)
+            ended.append(await session_in(tx, live.session_id))
+
+        return write
 
     async def _setup(
         self,
@@ -251,10 +326,13 @@ class Runs:
         error: str | None,
         settings: RunSettings,
     ) -> RunSetup:
-        # Only the part of the transcript the context holds is read (from the newest compaction
-        # on): a run's cost follows its context, however long the session's history is.
-        context = build_context(await self._store.transcript.context_entries(session.id))
-        tools: list[AgentTool] = []
+        context = self._contexts.get(session.id, session.entry_count)
+        if context is None:
+            # Only the part of the transcript the context holds is read (from the newest
+            # compaction on): a run's cost follows its context, however long the history is.
+            entries = await self._store.transcript.context_entries(session.id)
+            context = self._contexts.fill(session.id, session.entry_count, entries)
+        tools = RunTools([])
         if error is None:
             if settings.compaction_enabled:
                 context = await self._compactor.before_run(session, model, context)
@@ -264,40 +342,18 @@ class Runs:
             system_prompt=profile.system_prompt,
             model=model,
             thinking_level=cast(ThinkingLevel, level if level in _THINKING_LEVELS else "off"),
-            tools=tools,
+            tools=tools.tools,
+            refresh_tools=tools.refresh,
             context=context,
             model_error=error,
         )
 
     async def _build_tools(
         self, session: SessionRecord, run: RunState, profile: AgentProfile, model: Model
-    ) -> list[AgentTool]:
+    ) -> RunTools:
         if self._tools_factory is None:
-            return []
+            return RunTools([])
         ctx = RunContext(session=session, run_id=run.run_id, profile=profile, model=model)
-        return list(await maybe_await(self._tools_factory(ctx)))
-
-    async def _record_outcome(self, live: LiveSession, run: RunState, outcome: RunOutcome) -> None:
-        await self._store.runs.finish(
-            run.run_id,
-            status=outcome.run_status,
-            termination_reason=outcome.termination_reason,
-            error=outcome.error,
-            result=outcome.result,
-        )
-        usage = run.usage
-        await self._store.tree.add_usage(
-            live.session_id,
-            input=usage.input,
-            output=usage.output,
-            total=usage.total_tokens,
-            cost=usage.cost.total,
-        )
-        interrupted = outcome.run_status is RunStatus.INTERRUPTED
-        final = InputStatus.INTERRUPTED if interrupted else InputStatus.DONE
-        await self._inputs.settle(run.input_keys, final, run_id=run.run_id)
-        run.advance(RunPhase.DONE)
-        refreshed = await self._store.tree.get_session(live.session_id)
-        if refreshed is not None:
-            live.record = refreshed
-        self._on_session_changed(live.session_id, "agent.run.finished")
+        made = self._tools_factory(ctx)
+        built = made if isinstance(made, list | RunTools) else await made
+        return built if isinstance(built, RunTools) else RunTools(list(built))

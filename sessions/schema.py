@@ -54,6 +54,7 @@ __all__ = [
     "runs",
     "session_keys",
     "sessions",
+    "tool_approvals",
     "webhook_deliveries",
 ]
 
@@ -436,4 +437,37 @@ webhook_deliveries = Table(
     Column("expires_at", BigInteger, nullable=False),
     PrimaryKeyConstraint("hook", "key"),
     Index(None, "expires_at"),
+)
+
+
+# --- approvals of tool calls (written by `gateway.approvals.store`) ------------------------------
+
+# One request for a person's decision before a tool call runs, kept as the audit trail. `status`
+# is pending until decided (allowed, denied), left without a decision (expired) or ended with its
+# run (cancelled: aborted, or the gateway restarted while it waited). `request` is the JSON of
+# what the person is shown (tool, arguments, risk, the rule that asked); `decided_by`, `surface`
+# and `decided_at` say who ended it, from where and when; `note` is the reason given or written.
+tool_approvals = Table(
+    "tool_approvals",
+    metadata,
+    Column("id", ID, primary_key=True),
+    Column("session_id", ID, nullable=False),
+    Column("session_key", String(500), nullable=True),
+    Column("agent_id", String(200), nullable=False),
+    Column("run_id", String(100), nullable=False),
+    Column("tool_call_id", String(200), nullable=False),
+    Column("tool_name", String(200), nullable=False),
+    Column("request", Text, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("decision", String(20), nullable=True),
+    Column("reason", String(40), nullable=True),
+    Column("note", Text, nullable=True),
+    Column("decided_by", Text, nullable=True),
+    Column("surface", String(64), nullable=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    Column("decided_at", BigInteger, nullable=True),
+    CheckConstraint("status IN ('pending', 'allowed', 'denied', 'expired', 'cancelled')", name="status"),
+    Index(None, "status", "created_at"),
+    Index(None, "session_id"),
 )

@@ -40,6 +40,8 @@ from sessions.schema import (
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
+    from sessions._direct_write import DirectWrite
+
 __all__ = ["SESSION_TRANSITIONS", "UNSET", "SessionTree"]
 
 # The statuses a session may move to from each status.
@@ -110,22 +112,17 @@ class SessionTree:
             )
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
-        async with self._db.read() as conn:
-            row = (await conn.execute(select(sessions).where(sessions.c.id == session_id))).first()
-            return None if row is None else rows.session_record(row._mapping, await _keys(conn, session_id))
+        # Every request and every run reads a session: a direct read (`Database.read_direct`).
+        return await self._db.read_direct(lambda tx: session_in(tx, session_id))
 
     async def get_session_by_key(self, key: str) -> SessionRecord | None:
         """The session `key` points at, or None when the key is unused."""
-        query = (
-            select(sessions)
-            .join(session_keys, session_keys.c.session_id == sessions.c.id)
-            .where(session_keys.c.key == key)
-        )
-        async with self._db.read() as conn:
-            row = (await conn.execute(query)).first()
-            if row is None:
-                return None
-            return rows.session_record(row._mapping, await _keys(conn, row._mapping["id"]))
+
+        async def by_key(tx: DirectWrite) -> SessionRecord | None:
+            found = await tx.fetch(_BY_KEY_SQL, [key])
+            return None if not found else await session_in(tx, found[0][0])
+
+        return await self._db.read_direct(by_key)
 
     async def keys_of(self, session_id: str) -> list[str]:
         """The keys that point at the session, sorted (empty when none)."""
@@ -421,6 +418,22 @@ async def session_row(conn: AsyncConnection, session_id: str) -> rows.AnyRow:
     if row is None:
         raise NotFound(f"no session {session_id}")
     return row
+
+
+_SESSION_COLUMNS: Final = [column.name for column in sessions.c]
+_SESSION_SQL: Final = f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions WHERE id = ?"
+_KEYS_SQL: Final = "SELECT key FROM session_keys WHERE session_id = ?"
+_BY_KEY_SQL: Final = "SELECT session_id FROM session_keys WHERE key = ?"
+
+
+async def session_in(tx: DirectWrite, session_id: str) -> SessionRecord | None:
+    """The session as a direct transaction sees it (`Database.write_direct`, `read_direct`), or
+    None."""
+    found = await tx.fetch(_SESSION_SQL, [session_id])
+    if not found:
+        return None
+    keys = [key for (key,) in await tx.fetch(_KEYS_SQL, [session_id])]
+    return rows.session_record(dict(zip(_SESSION_COLUMNS, found[0], strict=True)), keys)
 
 
 async def transition(

@@ -39,7 +39,7 @@ from sqlalchemy import inspect, text
 from migrations.head import HEAD_REVISION
 from sessions import _group_commit as group_commit
 from sessions import db as _db
-from sessions._group_commit import BatchItem
+from sessions._group_commit import BatchItem, ExtraWrite
 from sessions.errors import StoreError
 from sessions.event_log import EventLog
 from sessions.input_ledger import InputLedger
@@ -66,6 +66,7 @@ __all__ = [
     "EntryRecord",
     "EventLog",
     "EventRecord",
+    "ExtraWrite",
     "InputLedger",
     "InputRecord",
     "NewEntry",
@@ -211,7 +212,7 @@ class Store:
 
     # -- group commit ----------------------------------------------------------------------------
 
-    async def commit_batch(self, items: Sequence[BatchItem]) -> None:
+    async def commit_batch(self, items: Sequence[BatchItem], extra: Sequence[ExtraWrite] = ()) -> None:
         """Apply several sessions' appends and changes in ONE transaction (one disk sync).
 
         Each item is (session id, entries, events, fields); events are `NewEvent`s or the
@@ -220,8 +221,9 @@ class Store:
         staying in the same status is allowed). Items of one session apply in order.
         Everything is checked and encoded first; a failure anywhere (the errors of
         `transcript.append`, `events.append`, `tree.set_status`) leaves the whole batch unwritten.
+        `extra` writes other tables in the same transaction, after the items (`ExtraWrite`).
         """
-        await group_commit.apply(self._db, group_commit.GroupCommit(items, self._clock()))
+        await group_commit.apply(self._db, group_commit.GroupCommit(items, self._clock()), extra)
 
 
 def _upgrade(connection: Any) -> None:

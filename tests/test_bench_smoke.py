@@ -22,6 +22,7 @@ BENCHMARKS = {
     "compat": 6,
     "connect": 4,
     "fanout": 6,
+    "runs": 3,
     "sessions": 5,
     "startup": 4,
     "store": 9,

@@ -1,7 +1,8 @@
 """LLM providers: a registry keyed by `Model.api` and the built-in APIs.
 
 Built in: ``openai-completions`` (OpenAI and every OpenAI-compatible server: Ollama, vLLM,
-llama.cpp, OpenRouter, Groq, ...), ``anthropic-messages``, and ``faux`` (the ``faux/echo`` model;
+llama.cpp, OpenRouter, Groq, ...), ``openai-responses`` (OpenAI's Responses API),
+``anthropic-messages``, ``google-generative-ai`` (Gemini), and ``faux`` (the ``faux/echo`` model;
 scripted faux APIs come from `register_faux_provider`). Every stream function returns an
 `AssistantMessageEventStream` and never raises: a failure is the stream's final `error` event,
 whose message has stop_reason ``"error"`` or ``"aborted"`` and an error_message. Stream
@@ -12,6 +13,7 @@ task, which closes the HTTP response, and the stream ends with an ``"aborted"`` 
 
 from __future__ import annotations
 
+from agent_core.providers._common import RequestOutcome, is_loopback_url, observe_requests
 from agent_core.providers._env import get_env_api_key
 from agent_core.providers._registry import (
     ApiProvider,
@@ -37,29 +39,44 @@ from agent_core.providers.faux import (
     register_faux_provider,
 )
 from agent_core.providers.faux_echo import stream_faux
+from agent_core.providers.google import GoogleOptions, stream_google, stream_simple_google
 from agent_core.providers.openai_completions import (
     OpenAICompletionsOptions,
     stream_openai_completions,
     stream_simple_openai_completions,
+)
+from agent_core.providers.openai_responses import (
+    OpenAIResponsesOptions,
+    stream_openai_responses,
+    stream_simple_openai_responses,
 )
 
 
 def register_builtin_providers() -> None:
     """(Re-)register the built-in APIs; done once at import."""
     register_api_provider("openai-completions", stream_openai_completions, stream_simple_openai_completions)
+    register_api_provider("openai-responses", stream_openai_responses, stream_simple_openai_responses)
     register_api_provider("anthropic-messages", stream_anthropic, stream_simple_anthropic)
+    register_api_provider("google-generative-ai", stream_google, stream_simple_google)
     register_api_provider("faux", stream_faux, stream_faux)
 
 
 register_builtin_providers()
 
 __all__ = [
+    "stream_simple_openai_responses",
+    "stream_simple_google",
+    "stream_openai_responses",
+    "stream_google",
+    "OpenAIResponsesOptions",
+    "GoogleOptions",
     "AnthropicOptions",
     "ApiProvider",
     "FauxProvider",
     "FauxState",
     "FauxStep",
     "OpenAICompletionsOptions",
+    "RequestOutcome",
     "TokenSize",
     "complete",
     "complete_simple",
@@ -69,7 +86,9 @@ __all__ = [
     "faux_tool_call",
     "get_api_provider",
     "get_env_api_key",
+    "is_loopback_url",
     "list_api_providers",
+    "observe_requests",
     "register_api_provider",
     "register_builtin_providers",
     "register_faux_provider",

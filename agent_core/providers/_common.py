@@ -8,6 +8,7 @@ import copy
 import dataclasses
 import ipaddress
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -122,6 +123,44 @@ def running_producers() -> int:
     """How many provider streams of the running event loop are still being produced (for leak
     checks)."""
     return sum(1 for task in asyncio.all_tasks() if task.get_name().startswith(PRODUCER_TASK_PREFIX))
+
+
+# --- observing HTTP requests (metrics) ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequestOutcome:
+    """How one HTTP attempt of a provider stream ended (for metrics)."""
+
+    provider: str
+    model: str
+    status: str
+    """The HTTP status code, or `transport_error` (connection failed, timed out or broke)."""
+    retrying: bool
+    """Another attempt follows."""
+    final: bool
+    """The request failed for good (no attempt follows)."""
+
+
+RequestObserver = Callable[[RequestOutcome], None]
+_observers: list[RequestObserver] = []
+
+
+def observe_requests(observer: RequestObserver) -> Callable[[], None]:
+    """Call `observer` (synchronously; it must not block or raise) with the outcome of every
+    HTTP attempt of every provider stream, until the returned function is called."""
+    _observers.append(observer)
+
+    def remove() -> None:
+        if observer in _observers:
+            _observers.remove(observer)
+
+    return remove
+
+
+def request_observers() -> list[RequestObserver]:
+    """The observers registered now (a copy)."""
+    return list(_observers)
 
 
 # --- API keys ---------------------------------------------------------------------------------

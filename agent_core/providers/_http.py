@@ -32,6 +32,7 @@ import httpx
 from agent_core.abort import AbortSignal
 from agent_core.errors import ProviderError
 from agent_core.llm import StreamOptions
+from agent_core.providers._common import PRODUCER_TASK_PREFIX, RequestOutcome, request_observers
 
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_MAX_RETRY_DELAY_MS = 60_000
@@ -164,6 +165,22 @@ class HttpStream:
         finally:
             await self._client.aclose()
 
+    def _report(self, status: str, *, retrying: bool = False, final: bool = False) -> None:
+        observers = request_observers()
+        if not observers:
+            return
+        # The stream's producer task is named after the provider and model it streams.
+        task = asyncio.current_task()
+        owner = task.get_name() if task is not None else ""
+        provider, _, model = owner.removeprefix(PRODUCER_TASK_PREFIX).partition("/")
+        if not owner.startswith(PRODUCER_TASK_PREFIX):
+            provider, model = "unknown", str(self._body.get("model") or "unknown")
+        outcome = RequestOutcome(
+            provider=provider, model=model, status=status, retrying=retrying, final=final
+        )
+        for observer in observers:
+            observer(outcome)
+
     def _notify(self) -> None:
         if self._options.on_event is not None:
             self._options.on_event()
@@ -180,6 +197,7 @@ class HttpStream:
                 continue
             self._notify()
             if response.is_success:
+                self._report(str(response.status_code))
                 self._response = response
                 return response
             try:
@@ -190,14 +208,18 @@ class HttpStream:
                 await response.aclose()
             error = HttpStatusError(self._format_error(response.status_code, text), response.status_code)
             if not _is_retryable_status(response.status_code, response.headers):
+                self._report(str(response.status_code), final=True)
                 raise error
             await self._retry_or_raise(error, response.headers)
 
     async def _retry_or_raise(self, error: ProviderError, headers: httpx.Headers | None) -> None:
+        status = str(error.status) if isinstance(error, HttpStatusError) else "transport_error"
         if self._retries >= self._max_retries:
+            self._report(status, final=True)
             raise error
         requested = server_retry_delay_ms(headers) if headers is not None else None
         if requested is not None and requested > self._max_delay_ms:
+            self._report(status, final=True)
             raise ProviderError(
                 f"Server requested {requested / 1000:g}s retry delay "
                 f"(max: {self._max_delay_ms / 1000:g}s): {error}"
@@ -205,6 +227,7 @@ class HttpStream:
         delay = (
             requested if requested is not None else min(backoff_delay_ms(self._retries), self._max_delay_ms)
         )
+        self._report(status, retrying=True)
         self._retries += 1
         await asyncio.sleep(delay / 1000)
 
@@ -226,6 +249,7 @@ class HttpStream:
             except httpx.TransportError as exc:
                 error = TransportError(_transport_message(exc))
                 if received:
+                    self._report("transport_error", final=True)
                     raise error from exc
                 self._response = None
                 await response.aclose()

@@ -15,14 +15,11 @@ message) and a ``refusal``/``sensitive`` stop.
 from __future__ import annotations
 
 import copy
-from contextlib import aclosing
 from typing import Any
 
 from agent_core.errors import ProviderError
 from agent_core.event_stream import AssistantMessageEventStream
 from agent_core.events import (
-    ErrorEvent,
-    StartEvent,
     TextDeltaEvent,
     TextEndEvent,
     TextStartEvent,
@@ -32,7 +29,6 @@ from agent_core.events import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
-    completing_event,
 )
 from agent_core.json_stream import IncrementalJson, as_arguments, parse_json_with_repair
 from agent_core.llm import Context, Model, ReasoningLevel, StreamOptions
@@ -59,14 +55,13 @@ from agent_core.providers._common import (
     adjust_max_tokens_for_thinking,
     base_max_tokens,
     error_stream,
-    fail_output,
-    new_output,
     resolve_api_key,
     run_producer,
     snapshot,
     with_options,
 )
-from agent_core.providers._sse import ServerSentEvent, SSEDecoder
+from agent_core.providers._sse import ServerSentEvent
+from agent_core.providers._sse_exchange import SSERequest, produce_sse
 from agent_core.usage import make_usage
 
 API = "anthropic-messages"
@@ -113,6 +108,14 @@ class EventAssembler:
         self.saw_stop = False
         self._blocks: dict[int, TextContent | ThinkingContent | ToolCall] = {}
         self._args: dict[int, IncrementalJson] = {}
+
+    def complete(self) -> bool:
+        return self.saw_stop
+
+    def finish(self) -> str | None:
+        if self.saw_start and not self.saw_stop:
+            return "Anthropic stream ended before message_stop"
+        return None
 
     def feed_sse(self, sse: ServerSentEvent) -> None:
         """Handle one SSE event. Raises `ProviderError` on ``event: error`` or bad data."""
@@ -310,58 +313,14 @@ def stream_simple_anthropic(
 async def _produce(
     model: Model, context: Context, options: StreamOptions, stream: AssistantMessageEventStream
 ) -> None:
-    # The HTTP plumbing (and httpx) is imported by the first request, not with the registry: a
-    # process whose models never call this API does not load it.
-    from agent_core.providers._http import AbortScope
-
-    output = new_output(model)
-    signal = options.signal
-    try:
-        api_key, problem = resolve_api_key(model, options, base_url_of(model))
-        if problem is not None:
-            raise ProviderError(problem)
-        body = build_request_body(model, context, options)
-        if options.on_payload is not None:
-            replaced: Any = options.on_payload(body, model)
-            if isinstance(replaced, dict):
-                body = replaced
-        assembler = EventAssembler(model, output, stream)
-        async with AbortScope(signal):
-            await _exchange(model, options, api_key, body, assembler)
-        if signal is not None and signal.aborted:
-            raise ProviderError("Request was aborted")
-        if assembler.saw_start and not assembler.saw_stop:
-            raise ProviderError("Anthropic stream ended before message_stop")
-        final = completing_event(output)
-        if isinstance(final, ErrorEvent):
-            raise ProviderError("An unknown error occurred")
-        stream.push(final)
-        stream.end(output)
-    except Exception as exc:
-        fail_output(stream, output, exc, aborted=signal is not None and signal.aborted)
-
-
-async def _exchange(
-    model: Model, options: StreamOptions, api_key: str | None, body: dict[str, Any], assembler: EventAssembler
-) -> None:
-    from agent_core.providers._http import HttpStream
-
-    url = f"{base_url_of(model)}/v1/messages"
-    headers = request_headers(model, options, api_key, body)
-    async with HttpStream(
-        url=url, headers=headers, body=body, options=options, format_error=format_http_error
-    ) as http:
-        await http.open()
-        assembler.stream.push(StartEvent(partial=snapshot(assembler.output)))
-        decoder = SSEDecoder()
-        async with aclosing(http.chunks()) as chunks:
-            async for chunk in chunks:
-                for event in decoder.feed(chunk):
-                    assembler.feed_sse(event)
-                if assembler.saw_stop:
-                    return  # nothing follows message_stop; do not wait for the server to close
-        for event in decoder.close():
-            assembler.feed_sse(event)
+    request = SSERequest(
+        base_url=base_url_of(model),
+        url=f"{base_url_of(model)}/v1/messages",
+        headers=lambda api_key, body: request_headers(model, options, api_key, body),
+        body=lambda: build_request_body(model, context, options),
+        format_error=format_http_error,
+    )
+    await produce_sse(model, options, stream, request, lambda output: EventAssembler(model, output, stream))
 
 
 __all__ = [

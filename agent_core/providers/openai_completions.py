@@ -19,15 +19,12 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from contextlib import aclosing
 from typing import Any, TypeAlias
 
 from agent_core.errors import ProviderError
 from agent_core.event_stream import AssistantMessageEventStream
 from agent_core.events import (
     AssistantMessageEvent,
-    ErrorEvent,
-    StartEvent,
     TextDeltaEvent,
     TextEndEvent,
     TextStartEvent,
@@ -37,7 +34,6 @@ from agent_core.events import (
     ToolCallDeltaEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
-    completing_event,
 )
 from agent_core.json_stream import IncrementalJson, as_arguments
 from agent_core.llm import Context, Model, StreamOptions
@@ -53,8 +49,6 @@ from agent_core.providers._common import (
     base_max_tokens,
     clamp_reasoning,
     error_stream,
-    fail_output,
-    new_output,
     resolve_api_key,
     run_producer,
     snapshot,
@@ -73,7 +67,8 @@ from agent_core.providers._openai_request import (
     format_http_error,
     request_headers,
 )
-from agent_core.providers._sse import ServerSentEvent, SSEDecoder
+from agent_core.providers._sse import ServerSentEvent
+from agent_core.providers._sse_exchange import SSERequest, produce_sse
 from agent_core.usage import make_usage
 
 API = "openai-completions"
@@ -288,11 +283,15 @@ class ChunkAssembler:
         else:
             self._pending_details[detail["id"]] = detail
 
-    def finish(self) -> None:
+    def complete(self) -> bool:
+        return self.done
+
+    def finish(self) -> str | None:
         """Close every block, in content order (pi 0.73.1 closes them only at the end)."""
         for index, block in enumerate(self.output.content):
             self._emit(_end_event(index, block, self._args.pop(id(block), None)))
         self._flush()
+        return None
 
 
 def _end_event(
@@ -343,58 +342,14 @@ def stream_simple_openai_completions(
 async def _produce(
     model: Model, context: Context, options: StreamOptions, stream: AssistantMessageEventStream
 ) -> None:
-    # The HTTP plumbing (and httpx) is imported by the first request, not with the registry: a
-    # process whose models never call this API does not load it.
-    from agent_core.providers._http import AbortScope
-
-    output = new_output(model)
-    signal = options.signal
-    try:
-        api_key, problem = resolve_api_key(model, options, base_url_of(model))
-        if problem is not None:
-            raise ProviderError(problem)
-        compat = detect_compat(model)
-        body = build_request_body(model, context, options, compat)
-        if options.on_payload is not None:
-            replaced: Any = options.on_payload(body, model)
-            if isinstance(replaced, dict):
-                body = replaced
-        assembler = ChunkAssembler(model, output, stream)
-        async with AbortScope(signal):
-            await _exchange(model, options, api_key, body, assembler)
-        assembler.finish()
-        if signal is not None and signal.aborted:
-            raise ProviderError("Request was aborted")
-        final = completing_event(output)
-        if isinstance(final, ErrorEvent):
-            raise ProviderError(output.error_message or "An unknown error occurred")
-        stream.push(final)
-        stream.end(output)
-    except Exception as exc:
-        fail_output(stream, output, exc, aborted=signal is not None and signal.aborted)
-
-
-async def _exchange(
-    model: Model, options: StreamOptions, api_key: str | None, body: dict[str, Any], assembler: ChunkAssembler
-) -> None:
-    from agent_core.providers._http import HttpStream
-
-    url = f"{base_url_of(model)}/chat/completions"
-    headers = request_headers(model, options, api_key)
-    async with HttpStream(
-        url=url, headers=headers, body=body, options=options, format_error=format_http_error
-    ) as http:
-        await http.open()
-        assembler.stream.push(StartEvent(partial=snapshot(assembler.output)))
-        decoder = SSEDecoder()
-        async with aclosing(http.chunks()) as chunks:
-            async for chunk in chunks:
-                for event in decoder.feed(chunk):
-                    assembler.feed_sse(event)
-                if assembler.done:
-                    return
-        for event in decoder.close():
-            assembler.feed_sse(event)
+    request = SSERequest(
+        base_url=base_url_of(model),
+        url=f"{base_url_of(model)}/chat/completions",
+        headers=lambda api_key, body: request_headers(model, options, api_key),
+        body=lambda: build_request_body(model, context, options, detect_compat(model)),
+        format_error=format_http_error,
+    )
+    await produce_sse(model, options, stream, request, lambda output: ChunkAssembler(model, output, stream))
 
 
 __all__ = [

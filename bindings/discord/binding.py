@@ -11,6 +11,10 @@ seen message id the host remembers, it fetches the newer messages (`GET
 /channels/{id}/messages?after=`) and feeds them through the same pipeline, where the dedupe table
 drops the ones already handled. Catch-up messages carry no member roles (REST does not return
 them), so `guild+roles` routes cannot match them.
+
+Approval button clicks come as `INTERACTION_CREATE` dispatches (answered through the interaction
+callback) or on the Interactions endpoint (answered in its response); see
+`bindings.discord.approval_buttons`.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ import httpx
 import structlog
 from starlette.types import ASGIApp
 
+from bindings.approvals import ApprovalMessage
 from bindings.base import ChannelToolText, ChatBinding
 from bindings.config import DiscordAccountConfig
+from bindings.discord import approval_buttons
 from bindings.discord.gateway import DiscordGatewayProtocol, Dispatch, GatewayEvent, GatewayTimings, Ready
 from bindings.discord.interactions import (
     APPLICATION_COMMAND,
@@ -175,6 +181,8 @@ class DiscordBinding(ChatBinding[DiscordAccountConfig, GatewayEvent]):
             self._channels.learn(event.name, event.data)
             if event.name == "MESSAGE_CREATE" and isinstance(event.data, dict):
                 await self._on_message(event.data)
+            elif event.name == "INTERACTION_CREATE" and isinstance(event.data, dict):
+                await self._on_gateway_interaction(event.data)
 
     async def _on_message(self, data: dict[str, Any], channel: ChannelInfo | None = None) -> Outcome | None:
         if self.user_id is None:
@@ -258,6 +266,9 @@ class DiscordBinding(ChatBinding[DiscordAccountConfig, GatewayEvent]):
 
     async def _on_interaction(self, interaction: dict[str, Any]) -> dict[str, Any]:
         self._status.frame_received()
+        clicked = await self._button_response(interaction)
+        if clicked is not None:
+            return clicked
         if int(interaction.get("type", 0)) != APPLICATION_COMMAND:
             return _ephemeral("This interaction is not supported.")
         msg = _interaction_message(interaction, self.account_id)
@@ -265,6 +276,35 @@ class DiscordBinding(ChatBinding[DiscordAccountConfig, GatewayEvent]):
             return _ephemeral("This command cannot be used here.")
         outcome = await self.pipeline.handle(msg)
         return _ephemeral(_INTERACTION_REPLIES[outcome])
+
+    async def _on_gateway_interaction(self, interaction: dict[str, Any]) -> None:
+        """A button click over the Gateway, answered through the interaction callback. Other
+        interactions are left alone (slash commands come over the Interactions endpoint)."""
+        answer = await self._button_response(interaction)
+        if answer is None:
+            return
+        try:
+            await self.rest.interaction_callback(str(interaction["id"]), str(interaction["token"]), answer)
+        except (PlatformError, KeyError) as exc:
+            log.warning("could not answer a button click", binding=self.binding_id, error=str(exc))
+
+    async def _button_response(self, interaction: dict[str, Any]) -> dict[str, Any] | None:
+        """The response to an approval button click; None when it is not one."""
+        click = approval_buttons.click_of(interaction)
+        if click is None:
+            return None
+        reply = await self._click(*click)
+        return None if reply is None else approval_buttons.response(reply)
+
+    # -- approvals ---------------------------------------------------------------------------
+
+    async def post_approval(self, route: ReplyRoute, approval: dict[str, Any]) -> ApprovalMessage:
+        target = await self.transport.target_channel(route)
+        nonce = outbox_key("discord", self.account_id, f"approval:{approval['id']}", 0)
+        return await approval_buttons.post(self.rest, target, approval, nonce=nonce)
+
+    async def show_approval(self, message: ApprovalMessage, approval: dict[str, Any]) -> None:
+        await approval_buttons.show(self.rest, message, approval)
 
     # -- channel tools -----------------------------------------------------------------------
 

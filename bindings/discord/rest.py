@@ -120,15 +120,24 @@ class DiscordRest:
         )
 
     async def create_message(
-        self, channel_id: str, content: str, *, nonce: str, reply_to: str | None = None
+        self,
+        channel_id: str,
+        content: str,
+        *,
+        nonce: str,
+        reply_to: str | None = None,
+        components: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """Post a message; `nonce` (at most 25 characters) makes it idempotent."""
+        """Post a message (with message `components`, such as buttons, when given); `nonce`
+        (at most 25 characters) makes it idempotent."""
         payload: dict[str, Any] = {
             "content": content,
             "nonce": nonce,
             "enforce_nonce": True,
             "allowed_mentions": {"parse": []},
         }
+        if components is not None:
+            payload["components"] = components
         if reply_to is not None:
             payload["message_reference"] = {"message_id": reply_to, "fail_if_not_exists": False}
         route = "/channels/{channel_id}/messages"
@@ -137,10 +146,20 @@ class DiscordRest:
         )
         return dict(response.json())
 
-    async def edit_message(self, channel_id: str, message_id: str, content: str) -> dict[str, Any]:
+    async def edit_message(
+        self,
+        channel_id: str,
+        message_id: str,
+        content: str,
+        *,
+        components: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Replace a message's content (and its components when given: `[]` removes them)."""
         route = "/channels/{channel_id}/messages/{message_id}"
         path = f"/channels/{channel_id}/messages/{message_id}"
-        payload = {"content": content, "allowed_mentions": {"parse": []}}
+        payload: dict[str, Any] = {"content": content, "allowed_mentions": {"parse": []}}
+        if components is not None:
+            payload["components"] = components
         response = await self.request("PATCH", route, channel_id, path, json=payload)
         return dict(response.json())
 
@@ -192,6 +211,13 @@ class DiscordRest:
         )
         messages = [dict(m) for m in response.json()]
         return sorted(messages, key=lambda m: snowflake_key(str(m.get("id", ""))))
+
+    async def interaction_callback(self, interaction_id: str, token: str, response: dict[str, Any]) -> None:
+        """Answer an interaction received over the Gateway (`POST
+        /interactions/{id}/{token}/callback`); Discord waits three seconds for it."""
+        route = "/interactions/{interaction_id}/{interaction_token}/callback"
+        path = f"/interactions/{interaction_id}/{token}/callback"
+        await self.request("POST", route, interaction_id, path, json=response)
 
     async def get_channel(self, channel_id: str) -> dict[str, Any]:
         response = await self.request("GET", "/channels/{channel_id}", channel_id, f"/channels/{channel_id}")

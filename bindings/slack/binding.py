@@ -12,6 +12,9 @@ messages). Slack gets its acknowledgement only once the input is recorded:
 - Over the Events API, the callback is handled inside the request: 200 when it is recorded, 503
   when it could not be (Slack retries the request).
 
+Approval button clicks (`block_actions`) come in `interactive` envelopes, acknowledged at once, or
+to the interactivity URL (`interactivity_app`); see `bindings.slack.approval_buttons`.
+
 Both paths deduplicate by the callback's `event_id` (covering retries and replays), then by
 message (`channel` + `ts`) in the pipeline; an id is remembered only once handled
 (`bindings.dedupe`).
@@ -27,15 +30,18 @@ import httpx
 import structlog
 from starlette.types import ASGIApp
 
+from bindings.approvals import ApprovalMessage
 from bindings.base import ChannelToolText, ChatBinding
 from bindings.config import SlackAccountConfig
 from bindings.dedupe import EventOnce
-from bindings.errors import BindingConfigError, PlatformRequestError, PlatformUnavailableError
-from bindings.host import BindingHost
+from bindings.errors import BindingConfigError, PlatformError, PlatformRequestError, PlatformUnavailableError
+from bindings.host import BindingHost, ReplyRoute, outbox_key
 from bindings.inbound import Outcome, SessionOrigin, handled
 from bindings.ratelimit import RateLimiter
 from bindings.routing import DEFAULT_ACCOUNT_ID
+from bindings.slack import approval_buttons
 from bindings.slack.events_api import EventsEndpoint
+from bindings.slack.interactivity import InteractivityEndpoint
 from bindings.slack.messages import parse_event
 from bindings.slack.shell import SocketModeShell
 from bindings.slack.socket_mode import Disconnect, Envelope, SocketEvent, SocketModeProtocol
@@ -154,7 +160,7 @@ class SlackBinding(ChatBinding[SlackAccountConfig, Envelope]):
 
     async def _on_socket_event(self, event: SocketEvent) -> None:
         if isinstance(event, Envelope):
-            if event.type == "events_api":
+            if event.type in ("events_api", "interactive"):
                 await self._events.put(event)
             else:
                 log.debug("socket mode envelope ignored", type=event.type)
@@ -163,6 +169,12 @@ class SlackBinding(ChatBinding[SlackAccountConfig, Envelope]):
             log.info("slack asked to reconnect", reason=event.reason)
 
     async def _handle_event(self, event: Envelope) -> None:
+        if event.type == "interactive":
+            # A click is acknowledged at once (Slack waits three seconds); a redelivered click
+            # would find its request already decided.
+            await self._ack(event)
+            await self.handle_interactive(event.payload)
+            return
         try:
             outcome = await self.handle_callback(event.payload)
         except Exception:
@@ -224,6 +236,42 @@ class SlackBinding(ChatBinding[SlackAccountConfig, Envelope]):
             except TimeoutError:
                 return False
         return handled(await self.handle_callback(payload))
+
+    async def handle_interactive(self, payload: dict[str, Any]) -> None:
+        """Handle one interactive payload (from either ingress): approval button clicks are
+        decided and answered; anything else is ignored. Failures are logged, never raised."""
+        found = approval_buttons.clicks_of(payload)
+        if found is None:
+            return
+        user, actions, clicked = found
+        for action in actions:
+            try:
+                reply = await self._click(user, action)
+                if reply is not None:
+                    await approval_buttons.answer(self.web, user, clicked, reply)
+            except PlatformError as exc:
+                log.warning("could not answer a button click", binding=self.binding_id, error=str(exc))
+
+    def interactivity_app(self) -> ASGIApp:
+        """The signed interactivity endpoint (mode `events`), to mount on the daemon."""
+        if self._signing_secret is None:
+            raise BindingConfigError('the interactivity endpoint needs mode = "events"')
+        return InteractivityEndpoint(self._signing_secret, self._on_http_interactive)
+
+    async def _on_http_interactive(self, payload: dict[str, Any]) -> None:
+        self._status.frame_received()
+        await self.handle_interactive(payload)
+
+    # -- approvals ---------------------------------------------------------------------------
+
+    async def post_approval(self, route: ReplyRoute, approval: dict[str, Any]) -> ApprovalMessage:
+        key = outbox_key("slack", self.account_id, f"approval:{approval['id']}", 0)
+        return await approval_buttons.post(
+            self.web, route.channel_id, approval, key=key, thread_ts=route.thread_id
+        )
+
+    async def show_approval(self, message: ApprovalMessage, approval: dict[str, Any]) -> None:
+        await approval_buttons.show(self.web, message, approval)
 
     # -- channel tools -----------------------------------------------------------------------
 

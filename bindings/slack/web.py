@@ -146,11 +146,19 @@ class SlackWeb:
         return str(data["url"])
 
     async def post_message(
-        self, channel: str, text: str, *, key: str, thread_ts: str | None = None, maybe_sent: bool = False
+        self,
+        channel: str,
+        text: str,
+        *,
+        key: str,
+        thread_ts: str | None = None,
+        maybe_sent: bool = False,
+        blocks: list[dict[str, Any]] | None = None,
     ) -> str:
-        """Post `text` and return its `ts`; never posts twice for one `key` (see the module
-        docstring). `maybe_sent`: an earlier attempt may have reached Slack, look for it first
-        (and, when found, make it show `text`)."""
+        """Post `text` (shown through Block Kit `blocks` when given; `text` is then the
+        notification's fallback) and return its `ts`; never posts twice for one `key` (see the
+        module docstring). `maybe_sent`: an earlier attempt may have reached Slack, look for it
+        first (and, when found, make it show `text`)."""
         if maybe_sent:
             earlier = await self._find(channel, key, thread_ts)
             if earlier is not None:
@@ -168,6 +176,8 @@ class SlackWeb:
         }
         if thread_ts is not None:
             body["thread_ts"] = thread_ts
+        if blocks is not None:
+            body["blocks"] = blocks
         unknown = 0
         while True:
             try:
@@ -212,8 +222,23 @@ class SlackWeb:
             form["cursor"] = cursor
         return None
 
-    async def update_message(self, channel: str, ts: str, text: str) -> None:
-        await self.call("chat.update", json_body={"channel": channel, "ts": ts, "text": text}, major=channel)
+    async def update_message(
+        self, channel: str, ts: str, text: str, *, blocks: list[dict[str, Any]] | None = None
+    ) -> None:
+        """Replace a message's text (and its blocks when given: `[]` removes them)."""
+        body: dict[str, Any] = {"channel": channel, "ts": ts, "text": text}
+        if blocks is not None:
+            body["blocks"] = blocks
+        await self.call("chat.update", json_body=body, major=channel)
+
+    async def post_ephemeral(
+        self, channel: str, user: str, text: str, *, thread_ts: str | None = None
+    ) -> None:
+        """`chat.postEphemeral`: a message in `channel` that only `user` sees."""
+        body: dict[str, Any] = {"channel": channel, "user": user, "text": text}
+        if thread_ts is not None:
+            body["thread_ts"] = thread_ts
+        await self.call("chat.postEphemeral", json_body=body, major=channel)
 
     async def add_reaction(self, channel: str, ts: str, name: str) -> None:
         """React with the emoji `name` (with or without colons); reacting twice is not an error."""

@@ -20,7 +20,7 @@ from gateway.cli.ctl_target import Target, resolve_target
 from gateway.client import CallError, ConnectError, GatewayClient, GatewayUnreachable, MessageTooBig
 
 CLIENT_ID = "gatewayctl"
-SCOPES = ("operator.read", "operator.write", "operator.admin")
+SCOPES = ("operator.read", "operator.write", "operator.admin", "operator.approvals")
 CAPS = ("session-scoped-events", "native-events-only")
 """Only events of the sessions this connection subscribes to (not every session's `agent`/`chat`)."""
 

@@ -82,6 +82,8 @@ class SessionFeed:
                 reason = (frame.get("payload") or {}).get("reason") or "shutting down"
                 self.ctl.out.note(f"the gateway is stopping ({reason}); will reconnect")
                 continue
+            if _approval_of(frame, self.cursor.session_id):
+                return frame  # live only: a request is not replayed on resume
             verdict = self.cursor.verdict(frame)
             if verdict is Verdict.SHOW:
                 return frame
@@ -115,3 +117,14 @@ class SessionFeed:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_BACKOFF_S)
         out.note(f"reconnected; resumed after event #{self.cursor.last_seq} (replay: {answer.get('replay')})")
+
+
+def _approval_of(frame: dict[str, Any], session_id: str | None) -> bool:
+    """Whether `frame` is an approval event of the followed session."""
+    payload = frame.get("payload")
+    return (
+        str(frame.get("event")).startswith("exec.approval.")
+        and isinstance(payload, dict)
+        and session_id is not None
+        and payload.get("sessionId") == session_id
+    )

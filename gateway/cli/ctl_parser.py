@@ -13,8 +13,10 @@ import sys
 from typing import Any, NoReturn
 
 from gateway import __version__
+from gateway.cli import ctl_approvals as approvals
 from gateway.cli import ctl_cron as cron
 from gateway.cli import ctl_extensions as extensions
+from gateway.cli import ctl_models as models
 from gateway.cli import ctl_sessions as sessions
 from gateway.cli import ctl_system as system
 from gateway.cli import ctl_tokens as tokens
@@ -200,9 +202,11 @@ def build_parser() -> CtlParser:
         "each channel's state and the time since its last inbound event",
         system.channels_status,
     )
+    _models(builder, commands)
     _config(builder, commands)
     _pairing(builder, commands)
     _tokens(builder, commands)
+    _approvals(builder, commands)
     _mcp(builder, commands)
     _extensions(builder, commands)
     _cron(builder, commands)
@@ -352,6 +356,28 @@ def _pairing(builder: _Builder, commands: Any) -> None:
     approve.add_argument("code", metavar="CODE", help="the code the sender was given")
 
 
+def _models(builder: _Builder, commands: Any) -> None:
+    group = builder.group(commands, "models", "the models the gateway knows")
+    listing = builder.leaf(
+        group,
+        "list",
+        "every model: prices, context window, and whether its provider has keys",
+        models.models_list,
+    )
+    listing.add_argument("--provider", metavar="NAME", help="only this provider's models")
+    usage = builder.leaf(
+        commands,
+        "usage",
+        "tokens and cost of finished runs per agent and day",
+        models.usage,
+        epilog="example:\n  gatewayctl usage --days 7 --agent main",
+    )
+    usage.add_argument(
+        "--days", type=int, default=30, metavar="N", help="the last N days, today included (1-366)"
+    )
+    usage.add_argument("--agent", metavar="ID", help="only this agent")
+
+
 def _tokens(builder: _Builder, commands: Any) -> None:
     group = builder.group(commands, "tokens", "named tokens with fewer rights than the root token")
     create = builder.leaf(
@@ -373,6 +399,22 @@ def _tokens(builder: _Builder, commands: Any) -> None:
         group, "revoke", "delete a token and close every connection using it", tokens.tokens_revoke
     )
     revoke.add_argument("name", metavar="NAME", help="the token's name")
+
+
+def _approvals(builder: _Builder, commands: Any) -> None:
+    group = builder.group(commands, "approvals", "tool calls waiting for a person's decision")
+    listing = builder.leaf(group, "list", "the calls waiting for a decision", approvals.approvals_list)
+    listing.add_argument("--all", action="store_true", help="every request, with who decided it and when")
+    listing.add_argument("--session", dest="key", metavar="KEY", help="only this session's requests")
+    listing.add_argument("--limit", type=_count(1, 500), default=100, help="at most this many (default 100)")
+    approve = builder.leaf(group, "approve", "let the call run", approvals.approvals_approve)
+    approve.add_argument("id", metavar="ID", help="the request's id (from `approvals list`)")
+    approve.add_argument(
+        "--session", action="store_true", help="also allow calls of this shape for the rest of the session"
+    )
+    deny = builder.leaf(group, "deny", "refuse the call; the model is told why", approvals.approvals_deny)
+    deny.add_argument("id", metavar="ID", help="the request's id (from `approvals list`)")
+    deny.add_argument("--reason", metavar="TEXT", help="why (the model reads it)")
 
 
 def _mcp(builder: _Builder, commands: Any) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from gateway.cli.ctl_approvals import approval_line
 from gateway.cli.ctl_context import Ctl
 from gateway.cli.ctl_errors import CtlError, ExitCode
 from gateway.cli.ctl_events import ReplyPrinter, event_line
@@ -267,6 +268,11 @@ async def _follow_run(ctl: Ctl, feed: SessionFeed, input_key: str, key: str) -> 
         quiet_since = time.monotonic()
         name = str(frame.get("event"))
         payload = frame.get("payload") or {}
+        if name.startswith("exec.approval."):
+            if printer is not None:
+                ctl.out.stop_waiting()
+                ctl.out.err.print(approval_line(frame), soft_wrap=True)
+            continue
         mine = follower.mine(name, payload)
         if printer is not None and (mine or name == "session.snapshot"):
             printer.show(frame)
@@ -296,15 +302,19 @@ async def _ended_without_event(ctl: Ctl, feed: SessionFeed, input_key: str) -> d
 
 
 async def _session_last_seq(ctl: Ctl, feed: SessionFeed) -> int | None:
-    """The followed session's last `sessionSeq` now, None when the connection dropped."""
+    """The followed session's last `sessionSeq` now, None when the connection dropped. When the
+    key names another session by now (a reset), nothing more of the followed one is to come:
+    its last shown seq."""
     if feed.client is None or feed.cursor.session_id is None:
         return None
     try:
-        answer = await ctl.call(feed.client, "sessions.describe", {"sessionId": feed.cursor.session_id})
+        answer = await ctl.call(feed.client, "sessions.describe", {"key": feed.key})
     except CtlError as exc:
         if exc.exit_code == ExitCode.UNREACHABLE:
             return None
         raise
+    if answer.get("sessionId") != feed.cursor.session_id:
+        return feed.cursor.last_seq or 0
     last = answer.get("lastSeq")
     return last if isinstance(last, int) else 0
 
@@ -333,6 +343,8 @@ async def sessions_tail(ctl: Ctl, args: argparse.Namespace) -> int:
                 continue
             if ctl.out.json_mode:
                 ctl.out.json({"event": frame.get("event"), "payload": frame.get("payload")}, compact=True)
+            elif str(frame.get("event")).startswith("exec.approval."):
+                ctl.out.out.print(approval_line(frame), soft_wrap=True)
             else:
                 ctl.out.out.print(event_line(frame), soft_wrap=True)
             if args.until_idle and _ended(frame, start_seq):

@@ -11,12 +11,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 
 from gateway.config.sections import (
     ModelRef,
+    PositiveFloat,
     QueueMode,
+    RiskTier,
     SandboxMode,
     Section,
     ThinkingLevel,
@@ -27,6 +30,8 @@ from gateway.extensions.mcp_config import McpServerConfig, unique_servers
 
 DEFAULT_AGENT_ID = "main"
 
+ApprovalMode = Literal["never", "risky", "always"]
+
 _AGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
@@ -34,6 +39,10 @@ class AgentDefaultsSection(Section):
     model: ModelRef | None = None
     """`provider/model-id` for agents that name none (env `GATEWAY_MODEL`)."""
     thinking_level: ThinkingLevel = "off"
+    fallbacks: list[ModelRef] = Field(default_factory=list)
+    """Models to try, in order, when the agent's model is overloaded or its context too small."""
+    compaction_model: ModelRef | None = None
+    """A (cheaper) model for compaction summaries; None: the session's own model."""
 
 
 class AgentConfig(Section):
@@ -44,6 +53,9 @@ class AgentConfig(Section):
     system_prompt_file: Path | None = None
     """Defaults to `<agent dir>/SYSTEM.md`; an explicitly named file must exist."""
     model: ModelRef | None = None
+    fallbacks: list[ModelRef] | None = None
+    """None: `[agent_defaults] fallbacks`; `[]` turns them off for this agent."""
+    compaction_model: ModelRef | None = None
     thinking_level: ThinkingLevel | None = None
     tools_allow: list[str] | None = None
     """Only these tools (None: all)."""
@@ -52,6 +64,20 @@ class AgentConfig(Section):
     queue_mode: QueueMode | None = None
     mcp_servers: list[McpServerConfig] = Field(default_factory=list)
     """`[[agents.mcp_servers]]`: MCP servers of this agent alone."""
+    approvals: ApprovalMode = "never"
+    """Which tool calls wait for a person's decision: `never`, `risky` (the rules below) or
+    `always` (every call). docs/approvals.md."""
+    approval_tools: list[str] = Field(default_factory=list)
+    """`risky`: these tools always ask."""
+    ask_threshold: RiskTier | None = "medium"
+    """`risky`: shell commands classified at this tier or above ask (below `[sandbox]`'s
+    `deny_threshold`, which refuses them outright); None: no command asks for its risk."""
+    approval_outside_workspace: bool = True
+    """`risky`: a file tool's path, or an absolute path in a command, outside the workspace asks."""
+    approval_mcp_servers: list[str] = Field(default_factory=list)
+    """`risky`: tools of these MCP servers (`<server>__<tool>`) ask; `"*"` for every server."""
+    approval_timeout_s: PositiveFloat = 600.0
+    """A request nobody decides within this ends as denied (`expired`)."""
 
     _mcp_servers = field_validator("mcp_servers")(classmethod(lambda cls, v: unique_servers(v)))
     _sandbox_mode = field_validator("sandbox_mode", mode="before")(
@@ -88,6 +114,8 @@ class ResolvedAgent:
     tools_deny: tuple[str, ...]
     sandbox_mode: SandboxMode
     queue_mode: QueueMode
+    fallbacks: tuple[str, ...] = ()
+    compaction_model: str | None = None
 
     def system_prompt(self) -> str:
         """The agent's system prompt: its file, or `DEFAULT_SYSTEM_PROMPT` when the default file

@@ -27,6 +27,7 @@ from gateway.config.sections import (
     DatabaseSection,
     GatewaySection,
     LoggingSection,
+    MetricsSection,
     ModelConfig,
     PromptsSection,
     ProviderConfig,
@@ -46,6 +47,7 @@ class GatewayConfig(Section):
     runs: RunsSection = Field(default_factory=RunsSection)
     compaction: CompactionSection = Field(default_factory=CompactionSection)
     sandbox: SandboxSection = Field(default_factory=SandboxSection)
+    metrics: MetricsSection = Field(default_factory=MetricsSection)
     skills: SkillsSection = Field(default_factory=SkillsSection)
     prompts: PromptsSection = Field(default_factory=PromptsSection)
     agent_defaults: AgentDefaultsSection = Field(default_factory=AgentDefaultsSection)
@@ -153,4 +155,8 @@ class GatewayConfig(Section):
             tools_deny=tuple(agent.tools_deny),
             sandbox_mode=agent.sandbox_mode or self.sandbox.mode,
             queue_mode=agent.queue_mode or self.runs.default_queue_mode,
+            fallbacks=tuple(
+                agent.fallbacks if agent.fallbacks is not None else self.agent_defaults.fallbacks
+            ),
+            compaction_model=agent.compaction_model or self.agent_defaults.compaction_model,
         )

@@ -1,6 +1,7 @@
 """The tables of the config file, one model each: `[gateway]`, `[logging]`, `[database]`, `[runs]`,
-`[compaction]`, `[sandbox]`, `[skills]`, `[prompts]`, `[[models]]` and `[providers.<name>]` (the
-agents' tables are in `gateway.config.agents`), and the field types they share.
+`[compaction]`, `[sandbox]`, `[metrics]`, `[skills]`, `[prompts]`, `[[models]]` and
+`[providers.<name>]` (the agents' tables are in `gateway.config.agents`), and the field types they
+share.
 
 Field defaults are the built-in defaults (`config/gateway.toml` writes the same values out). Every
 table refuses unknown keys and is immutable once validated.
@@ -143,6 +144,14 @@ class LoggingSection(Section):
     format: Literal["auto", "json", "console"] = "auto"
 
 
+class MetricsSection(Section):
+    enabled: bool = True
+    """Serve Prometheus metrics (`docs/operations.md`)."""
+    port: Annotated[int, Field(ge=0, le=65535)] = 0
+    """0: `GET /metrics` on the gateway's port, with the gateway's token as a Bearer token;
+    another number: a plain listener on 127.0.0.1 at that port, without a token."""
+
+
 class DatabaseSection(Section):
     url: str | None = None
     """SQLAlchemy URL; unset means SQLite at `<home>/gateway.db`."""
@@ -162,6 +171,9 @@ class RunsSection(Section):
     live_session_idle_ttl_s: PositiveFloat = 600.0
     default_queue_mode: QueueMode = "steer"
     collect_window_ms: Annotated[int, Field(ge=0)] = 1500
+    context_cache_bytes: Annotated[int, Field(ge=0)] = 64 * 1024 * 1024
+    """Parsed contexts kept for live sessions, so a run does not read its history again (0:
+    none; `docs/performance.md`)."""
 
 
 class CompactionSection(Section):
@@ -239,6 +251,8 @@ class ProviderConfig(Section):
     api_key_env: str | None = None
     """Environment variable holding the API key (read at load into `api_key`)."""
     api_key: Secret = None
+    api_keys: list[SecretStr] = Field(default_factory=list)
+    """More keys for the same provider, rotated on 401/403/429 (each key rests after a failure)."""
     base_url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
 

@@ -72,6 +72,13 @@ class McpRegistry:
         """Whether `agent_id` uses any MCP server."""
         return bool(self.config.mcp_servers_for(agent_id))
 
+    def tools_changed(self, agent_id: str) -> bool:
+        """Whether a running server of `agent_id` said its tool list changed since it was read
+        (the next `tools_for` reads it again)."""
+        return any(
+            server.tools_stale for (agent, _), (server, _) in self._servers.items() if agent == agent_id
+        )
+
     def any_configured(self) -> bool:
         return any(self.configured(agent) for agent in self.config.agent_ids)
 

@@ -174,6 +174,12 @@ class McpServer:
 
     # --- what callers do ------------------------------------------------------------------------
 
+    @property
+    def tools_stale(self) -> bool:
+        """Whether the running server said its tool list changed since it was last read."""
+        connection = self._connection
+        return connection is not None and connection.tools_stale
+
     async def available_tools(self) -> tuple[types.Tool, ...]:
         """Start the server if it is stopped and wait (bounded) until it is ready or failed; the
         current tool list (refreshed when the server said it changed), else the last known."""

@@ -87,6 +87,11 @@ class Extensions:
         mcp = self.mcp is not None and self.mcp.configured(agent_id)
         return mcp or (self._host is not None and bool(self._host.loaded()))
 
+    def tools_changed(self, agent_id: str) -> bool:
+        """Whether `agent_id`'s tools changed since a run last read them (an MCP server announced
+        a new list); a running run then asks for them again before its next turn."""
+        return self.mcp is not None and self.mcp.tools_changed(agent_id)
+
     async def run_extras(
         self, agent_id: str, sandbox: SandboxSettings, audit: Audit, session_id: str
     ) -> RunExtras:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from gateway.methods import approval_methods as approval
 from gateway.methods import chat_methods as chat
 from gateway.methods import cron_methods as cron
 from gateway.methods import extensions_methods as ext
@@ -16,6 +17,8 @@ from gateway.methods import subscribe_methods as sub
 from gateway.methods import system_methods as system
 from gateway.methods import tokens_methods as tokens
 from gateway.methods.base import Call, ConnState, MethodError, Route
+from gateway.protocol import approval_params as ap
+from gateway.protocol import cron_params as cp
 from gateway.protocol import params as p
 
 HANDLERS: Mapping[str, Route[Any]] = MappingProxyType(
@@ -25,6 +28,7 @@ HANDLERS: Mapping[str, Route[Any]] = MappingProxyType(
         "system-presence": Route(p.EmptyParams, system.system_presence),
         "agents.list": Route(p.EmptyParams, system.agents_list),
         "models.list": Route(p.ModelsListParams, system.models_list),
+        "usage.summary": Route(p.UsageSummaryParams, system.usage_summary),
         "commands.list": Route(p.CommandsListParams, system.commands_list),
         "config.get": Route(p.EmptyParams, system.config_get),
         "config.reload": Route(p.NativeEmptyParams, system.config_reload),
@@ -41,6 +45,10 @@ HANDLERS: Mapping[str, Route[Any]] = MappingProxyType(
         "extensions.disable": Route(p.ExtensionNameParams, ext.extensions_disable),
         "question.list": Route(p.EmptyParams, system.question_list),
         "plugin.approval.list": Route(p.EmptyParams, system.plugin_approval_list),
+        "exec.approval.list": Route(ap.ExecApprovalListParams, approval.approval_list),
+        "exec.approval.get": Route(ap.ExecApprovalGetParams, approval.approval_get),
+        "exec.approval.resolve": Route(ap.ExecApprovalResolveParams, approval.approval_resolve),
+        "exec.approval.waitDecision": Route(ap.ExecApprovalWaitDecisionParams, approval.approval_wait),
         "sessions.list": Route(p.SessionsListParams, sess.sessions_list),
         "sessions.describe": Route(p.SessionsDescribeParams, sess.sessions_describe),
         "sessions.tree": Route(p.SessionsTreeParams, sess.sessions_tree),
@@ -72,14 +80,14 @@ HANDLERS: Mapping[str, Route[Any]] = MappingProxyType(
         "chat.inject": Route(p.ChatInjectParams, chat.chat_inject),
         "agent": Route(p.AgentParams, chat.agent),
         "agent.wait": Route(p.AgentWaitParams, chat.agent_wait),
-        "cron.list": Route(p.CronListParams, cron.cron_list),
-        "cron.get": Route(p.CronGetParams, cron.cron_get),
+        "cron.list": Route(cp.CronListParams, cron.cron_list),
+        "cron.get": Route(cp.CronGetParams, cron.cron_get),
         "cron.status": Route(p.EmptyParams, cron.cron_status),
-        "cron.runs": Route(p.CronRunsParams, cron.cron_runs),
-        "cron.add": Route(p.CronAddParams, cron.cron_add),
-        "cron.update": Route(p.CronUpdateParams, cron.cron_update),
-        "cron.remove": Route(p.CronRemoveParams, cron.cron_remove),
-        "cron.run": Route(p.CronRunParams, cron.cron_run),
+        "cron.runs": Route(cp.CronRunsParams, cron.cron_runs),
+        "cron.add": Route(cp.CronAddParams, cron.cron_add),
+        "cron.update": Route(cp.CronUpdateParams, cron.cron_update),
+        "cron.remove": Route(cp.CronRemoveParams, cron.cron_remove),
+        "cron.run": Route(cp.CronRunParams, cron.cron_run),
     }
 )
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from gateway.automation import Automation, InvalidJob, JobNotFound, JobsQuery, RunsQuery
 from gateway.methods.base import Call, MethodError, from_sessions_error, invalid
+from gateway.protocol import cron_params as cp
 from gateway.protocol import params as p
 from gateway.protocol.codes import ErrorCode
 from sessions.errors import SessionsError
@@ -44,7 +45,7 @@ async def _answer(call: Call, work: Awaitable[T]) -> T:
         raise from_sessions_error(exc) from exc
 
 
-async def cron_list(call: Call, params: p.CronListParams) -> Any:
+async def cron_list(call: Call, params: cp.CronListParams) -> Any:
     enabled = params.enabled or ("all" if params.include_disabled else "enabled")
     query = JobsQuery(
         enabled=enabled,
@@ -60,7 +61,7 @@ async def cron_list(call: Call, params: p.CronListParams) -> Any:
     return await _answer(call, _automation(call).list(query))
 
 
-async def cron_get(call: Call, params: p.CronGetParams) -> Any:
+async def cron_get(call: Call, params: cp.CronGetParams) -> Any:
     return await _answer(call, _automation(call).get(params.target))
 
 
@@ -68,7 +69,7 @@ async def cron_status(call: Call, params: p.EmptyParams) -> Any:
     return await _answer(call, _automation(call).status())
 
 
-async def cron_runs(call: Call, params: p.CronRunsParams) -> Any:
+async def cron_runs(call: Call, params: cp.CronRunsParams) -> Any:
     job_id = params.id or params.job_id
     scope = params.scope or ("job" if job_id else "all")
     if scope == "job" and job_id is None:
@@ -94,19 +95,19 @@ async def cron_runs(call: Call, params: p.CronRunsParams) -> Any:
     )
 
 
-async def cron_add(call: Call, params: p.CronAddParams) -> Any:
+async def cron_add(call: Call, params: cp.CronAddParams) -> Any:
     spec = params.model_dump(by_alias=True, exclude_unset=True)
     return await _answer(call, _automation(call).add(spec))
 
 
-async def cron_update(call: Call, params: p.CronUpdateParams) -> Any:
+async def cron_update(call: Call, params: cp.CronUpdateParams) -> Any:
     return await _answer(call, _automation(call).update(params.target, params.patch))
 
 
-async def cron_remove(call: Call, params: p.CronRemoveParams) -> Any:
+async def cron_remove(call: Call, params: cp.CronRemoveParams) -> Any:
     removed = await _answer(call, _automation(call).remove(params.target))
     return {"ok": True, "removed": removed}
 
 
-async def cron_run(call: Call, params: p.CronRunParams) -> Any:
+async def cron_run(call: Call, params: cp.CronRunParams) -> Any:
     return await _answer(call, _automation(call).run_now(params.target, params.mode or "force"))

@@ -1,8 +1,9 @@
-"""Gateway-wide methods: health, status, presence, agents, models, commands, config, channels,
-pairing."""
+"""Gateway-wide methods: health, status, presence, agents, models, usage, commands, config,
+channels, pairing."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from gateway.errors import ConfigError
@@ -42,25 +43,23 @@ async def agents_list(call: Call, params: p.EmptyParams) -> Any:
 
 
 async def models_list(call: Call, params: p.ModelsListParams) -> Any:
-    from agent_core.models import list_models
+    """The model catalogue with prices, context windows and the keys of each provider."""
+    from gateway.models.reports import model_rows
 
-    models = []
-    for model in list_models():
-        models.append(
-            {
-                "id": model.id,
-                "ref": f"{model.provider}/{model.id}",
-                "name": model.name or model.id,
-                "provider": model.provider,
-                "api": model.api,
-                "contextWindow": model.context_window,
-                "maxTokens": model.max_tokens,
-                "reasoning": model.reasoning,
-                "input": list(model.input),
-                "cost": model.cost.dump(),
-            }
-        )
-    return {"models": models}
+    return {"models": model_rows(call.state.directory)}
+
+
+async def usage_summary(call: Call, params: p.UsageSummaryParams) -> Any:
+    """Tokens and cost of the finished runs of the last `days` days, per agent and UTC day."""
+    from gateway.models.reports import DAY_MS, usage_rows
+
+    today = int(time.time() * 1000) // DAY_MS * DAY_MS
+    since = today - (params.days - 1) * DAY_MS
+    try:
+        runs = await call.state.store.runs.usage_since(since)
+    except SessionsError as exc:
+        raise from_sessions_error(exc) from exc
+    return {"days": params.days, "usage": usage_rows(runs, params.agent_id)}
 
 
 async def commands_list(call: Call, params: p.CommandsListParams) -> Any:

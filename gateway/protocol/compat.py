@@ -188,9 +188,10 @@ def render_compat(event: SessionEvent, run: RunStream) -> CompatPayloads | None:
         run.append_text(data.delta, ts)
         return render_text_delta(run)
     if isinstance(data, MessageCompleted):
-        if data.message.get("role") == "assistant":
-            run.reset_text(message_text(data.message))
-        return None
+        if data.message.get("role") != "assistant":
+            return None
+        run.reset_text(message_text(data.message))
+        return _render_fallback(data.message, run, ts)
     if isinstance(data, ToolStarted):
         tool_data = {
             "phase": "start",
@@ -221,6 +222,25 @@ def render_compat(event: SessionEvent, run: RunStream) -> CompatPayloads | None:
     if isinstance(data, AgentFinished):
         return _render_finished(data, run, ts)
     return None
+
+
+def _render_fallback(message: Mapping[str, Any], run: RunStream, ts: int) -> CompatPayloads | None:
+    """A reply written by a fallback model (`agent_core.providers.fallback`) is announced as the
+    `lifecycle` phase `fallback_step`, naming the model that answered and the one it replaced."""
+    diagnostics = message.get("diagnostics")
+    step = diagnostics.get("fallback") if isinstance(diagnostics, Mapping) else None
+    if not isinstance(step, Mapping):
+        return None
+    data = {
+        "phase": "fallback_step",
+        "provider": message.get("provider"),
+        "model": message.get("model"),
+        "from": step.get("from"),
+        "to": step.get("to"),
+        "reason": step.get("reason"),
+        "error": step.get("error"),
+    }
+    return CompatPayloads(agent=_agent_payload(run, "lifecycle", data, ts), chat=None)
 
 
 def is_text_delta(event: SessionEvent) -> bool:

@@ -47,7 +47,8 @@ from gateway.protocol.codes import (
 )
 from gateway.protocol.frames import RawJSON, event_frame, response_from_error
 from gateway.protocol.methods import OPERATOR_SCOPES
-from gateway.protocol.params import ConnectParams, DeviceIdentity, describe_validation_error
+from gateway.protocol.params import ConnectParams, DeviceIdentity
+from gateway.protocol.validation_errors import describe_validation_error
 
 DEVICE_SIGNATURE_SKEW_MS = 2 * 60 * 1000
 """How far a device signature's `signedAt` may be from the server clock."""

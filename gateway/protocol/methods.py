@@ -17,8 +17,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from gateway.protocol import approval_params as ap
+from gateway.protocol import cron_params as cp
 from gateway.protocol import params as p
 from gateway.protocol.codes import DetailCode, ErrorCode, ErrorShape
+from gateway.protocol.validation_errors import describe_validation_error
 
 
 class Scope(StrEnum):
@@ -86,20 +89,25 @@ METHODS: Mapping[str, MethodSpec] = _table(
     MethodSpec("chat.inject", A, p.ChatInjectParams),
     MethodSpec("agent", W, p.AgentParams),
     MethodSpec("agent.wait", W, p.AgentWaitParams),
-    # Called by the OpenClaw TUI on start; the gateway has no approvals or questions and
-    # answers them with empty lists.
+    # Called by the OpenClaw TUI on start; the gateway has no plugin approvals or questions and
+    # answers them with empty lists (tool calls' approvals are the `exec.approval.*` methods).
     MethodSpec("question.list", Scope.QUESTIONS, p.EmptyParams),
     MethodSpec("plugin.approval.list", Scope.APPROVALS, p.EmptyParams),
+    # Tool calls waiting for a person's decision (`gateway.approvals`).
+    MethodSpec("exec.approval.list", Scope.APPROVALS, ap.ExecApprovalListParams),
+    MethodSpec("exec.approval.get", Scope.APPROVALS, ap.ExecApprovalGetParams),
+    MethodSpec("exec.approval.resolve", Scope.APPROVALS, ap.ExecApprovalResolveParams),
+    MethodSpec("exec.approval.waitDecision", Scope.APPROVALS, ap.ExecApprovalWaitDecisionParams),
     # Scheduled runs: reading is operator.read, changing or running a job operator.admin, as in
     # OpenClaw's schema.
-    MethodSpec("cron.list", R, p.CronListParams),
-    MethodSpec("cron.get", R, p.CronGetParams),
+    MethodSpec("cron.list", R, cp.CronListParams),
+    MethodSpec("cron.get", R, cp.CronGetParams),
     MethodSpec("cron.status", R, p.EmptyParams),
-    MethodSpec("cron.runs", R, p.CronRunsParams),
-    MethodSpec("cron.add", A, p.CronAddParams),
-    MethodSpec("cron.update", A, p.CronUpdateParams),
-    MethodSpec("cron.remove", A, p.CronRemoveParams),
-    MethodSpec("cron.run", A, p.CronRunParams),
+    MethodSpec("cron.runs", R, cp.CronRunsParams),
+    MethodSpec("cron.add", A, cp.CronAddParams),
+    MethodSpec("cron.update", A, cp.CronUpdateParams),
+    MethodSpec("cron.remove", A, cp.CronRemoveParams),
+    MethodSpec("cron.run", A, cp.CronRunParams),
     # gateway extensions
     MethodSpec("sessions.tree", R, p.SessionsTreeParams, native=True),
     MethodSpec("sessions.branch", W, p.SessionsBranchParams, native=True),
@@ -111,6 +119,7 @@ METHODS: Mapping[str, MethodSpec] = _table(
     MethodSpec("pairing.approve", A, p.PairingApproveParams, native=True),
     MethodSpec("tokens.create", A, p.TokensCreateParams, native=True),
     MethodSpec("tokens.list", A, p.NativeEmptyParams, native=True),
+    MethodSpec("usage.summary", R, p.UsageSummaryParams, native=True),
     MethodSpec("tokens.revoke", A, p.TokensRevokeParams, native=True),
     MethodSpec("mcp.list", A, p.NativeEmptyParams, native=True),
     MethodSpec("mcp.restart", A, p.McpRestartParams, native=True),
@@ -149,6 +158,8 @@ EVENTS: tuple[str, ...] = (
     "sessions.changed",
     "session.message",
     "cron",
+    "exec.approval.requested",
+    "exec.approval.resolved",
     *NATIVE_SESSION_EVENTS,
 )
 """Every event the gateway may send: what `hello-ok.features.events` lists."""
@@ -212,4 +223,4 @@ def validate_params(method: str, params: Any) -> BaseModel | InvalidParams:
     try:
         return spec.params.model_validate(params)
     except ValidationError as exc:
-        return InvalidParams(method, f"invalid {method} params: {p.describe_validation_error(exc)}")
+        return InvalidParams(method, f"invalid {method} params: {describe_validation_error(exc)}")

@@ -1,4 +1,4 @@
-"""Parameter models of every method, and the wording of their validation errors.
+"""Parameter models of the methods (cron jobs' are in `gateway.protocol.cron_params`).
 
 Models of the OpenClaw compatibility set follow the `*Params` definitions of the published
 protocol schema for the fields the gateway uses. OpenClaw's schema also lists dozens of fields we
@@ -14,9 +14,7 @@ Handlers receive the validated model (`gateway.methods`), so a field a handler r
 declared here: fields the gateway's own clients send beyond OpenClaw's schema are declared too
 (`includeArchived`, `cascade`, `sessionId` on calls that accept either).
 
-Validation errors are worded like the JSON Schema validator OpenClaw uses, because the captured
-real gateway answers `invalid chat.send params: must have required property 'message'` and clients
-may show that text. Only the first error is reported, as OpenClaw does.
+Validation errors are worded by `gateway.protocol.validation_errors`.
 """
 
 from __future__ import annotations
@@ -29,7 +27,6 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
-    ValidationError,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -402,6 +399,11 @@ class TokensCreateParams(NativeParams):
     scopes: Annotated[list[NonEmptyStr], Field(min_length=1, max_length=16)]
 
 
+class UsageSummaryParams(NativeParams):
+    days: Annotated[int, Field(ge=1, le=366)] = 30
+    agent_id: NonEmptyStr | None = None
+
+
 class TokensRevokeParams(NativeParams):
     name: Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
@@ -426,151 +428,3 @@ class PairingApproveParams(CompatParams):
     code: NonEmptyStr
     channel: NonEmptyStr | None = None
     account_id: NonEmptyStr | None = None
-
-
-# --- cron jobs (OpenClaw's `Cron*Params`; jobs' nested objects are checked by gateway.automation) --
-
-CronLimit = Annotated[int, Field(ge=1, le=200)]
-RunStatusName = Literal["ok", "error", "skipped"]
-DeliveryStatusName = Literal["delivered", "not-delivered", "unknown", "not-requested"]
-
-
-class CronListParams(CompatParams):
-    include_disabled: bool | None = None
-    limit: CronLimit | None = None
-    offset: Annotated[int, Field(ge=0)] | None = None
-    query: str | None = None
-    enabled: Literal["all", "enabled", "disabled"] | None = None
-    schedule_kind: Literal["all", "at", "every", "cron", "on-exit", "stream"] | None = None
-    last_run_status: Literal["all", "ok", "error", "skipped", "unknown"] | None = None
-    sort_by: Literal["nextRunAtMs", "updatedAtMs", "name"] | None = None
-    sort_dir: Literal["asc", "desc"] | None = None
-    agent_id: NonEmptyStr | None = None
-
-
-class _CronJobRef(CompatParams):
-    """A job named by `id` or, as older clients write it, `jobId`."""
-
-    id: NonEmptyStr | None = None
-    job_id: NonEmptyStr | None = None
-
-    @model_validator(mode="after")
-    def _id_or_job_id(self) -> _CronJobRef:
-        if self.id is None and self.job_id is None:
-            raise ValueError("must have required property 'id'")
-        return self
-
-    @property
-    def target(self) -> str:
-        return self.id if self.id is not None else str(self.job_id)
-
-
-class CronGetParams(_CronJobRef):
-    pass
-
-
-class CronRemoveParams(_CronJobRef):
-    pass
-
-
-class CronRunParams(_CronJobRef):
-    mode: Literal["due", "force", "if-enabled"] | None = None
-
-
-class CronUpdateParams(_CronJobRef):
-    patch: dict[str, Any]
-
-
-class CronAddParams(CompatParams):
-    """Nested objects (`schedule`, `payload`, `delivery`) are checked by `gateway.automation`,
-    which names the field at fault. `catchUp` is the gateway's own field."""
-
-    name: NonEmptyStr
-    schedule: dict[str, Any]
-    payload: dict[str, Any]
-    session_target: NonEmptyStr | None = None
-    wake_mode: Literal["now", "next-heartbeat"] | None = None
-    agent_id: NonEmptyStr | None = None
-    session_key: SessionKey | None = None
-    description: str | None = None
-    display_name: Label | None = None
-    enabled: bool | None = None
-    delete_after_run: bool | None = None
-    delivery: dict[str, Any] | None = None
-    catch_up: Literal["none", "latest", "all"] | None = None
-
-
-class CronRunsParams(CompatParams):
-    scope: Literal["job", "all"] | None = None
-    id: NonEmptyStr | None = None
-    job_id: NonEmptyStr | None = None
-    run_id: NonEmptyStr | None = None
-    agent_id: NonEmptyStr | None = None
-    limit: CronLimit | None = None
-    offset: Annotated[int, Field(ge=0)] | None = None
-    statuses: Annotated[list[RunStatusName], Field(min_length=1, max_length=3)] | None = None
-    status: Literal["all", "ok", "error", "skipped"] | None = None
-    delivery_statuses: Annotated[list[DeliveryStatusName], Field(min_length=1, max_length=4)] | None = None
-    delivery_status: DeliveryStatusName | None = None
-    query: str | None = None
-    sort_dir: Literal["asc", "desc"] | None = None
-
-
-# --- error wording ----------------------------------------------------------------------------
-
-_TYPE_WORDS = {
-    "string_type": "string",
-    "int_type": "integer",
-    "int_from_float": "integer",
-    "float_type": "number",
-    "bool_type": "boolean",
-    "dict_type": "object",
-    "model_type": "object",
-    "model_attributes_type": "object",
-    "list_type": "array",
-    "none_required": "null",
-}
-
-
-def _pointer(loc: tuple[int | str, ...]) -> str:
-    return "/" + "/".join(str(part).replace("~", "~0").replace("/", "~1") for part in loc)
-
-
-def _phrase(error: Any) -> tuple[tuple[int | str, ...], str]:
-    """Where (a path of the instance) and what, in JSON Schema validator words."""
-    loc: tuple[int | str, ...] = tuple(error["loc"])
-    kind: str = error["type"]
-    ctx: dict[str, Any] = error.get("ctx") or {}
-    if kind == "missing" and loc:
-        return loc[:-1], f"must have required property '{loc[-1]}'"
-    if kind == "extra_forbidden" and loc:
-        return loc[:-1], f"must NOT have additional property '{loc[-1]}'"
-    if kind in _TYPE_WORDS:
-        return loc, f"must be {_TYPE_WORDS[kind]}"
-    if kind == "string_too_short":
-        return loc, f"must NOT have fewer than {ctx.get('min_length')} characters"
-    if kind == "string_too_long":
-        return loc, f"must NOT have more than {ctx.get('max_length')} characters"
-    if kind == "greater_than_equal":
-        return loc, f"must be >= {ctx.get('ge')}"
-    if kind == "less_than_equal":
-        return loc, f"must be <= {ctx.get('le')}"
-    if kind == "greater_than":
-        return loc, f"must be > {ctx.get('gt')}"
-    if kind == "less_than":
-        return loc, f"must be < {ctx.get('lt')}"
-    if kind == "literal_error":
-        return loc, f"must be equal to one of the allowed values: {ctx.get('expected')}"
-    if kind == "value_error":
-        message = str(ctx.get("error") or error["msg"])
-        return loc, message
-    return loc, str(error["msg"])
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    """The first error of `exc`, worded like OpenClaw: `[at /path: ]must ...`."""
-    errors = exc.errors(include_url=False)
-    if not errors:
-        return "invalid value"
-    loc, what = _phrase(errors[0])
-    return f"at {_pointer(loc)}: {what}" if loc else what

@@ -43,7 +43,8 @@ from gateway.sandbox.exec_rules import (
     rule_for,
 )
 from gateway.sandbox.risk import RiskTier
-from gateway.sandbox.shell_syntax import Command, Script, read_script
+from gateway.sandbox.shell_script import Command, Script
+from gateway.sandbox.shell_syntax import read_script
 from gateway.sandbox.shell_words import Word
 
 __all__ = ["Classification", "RiskTier", "classify"]

@@ -12,8 +12,9 @@ It also reports what a static reader cannot see through: functions, loops that s
 jobs, and parts of the line the grammar could not parse. The reader never runs anything and never
 raises; the rules in `exec_mediation` and `exec_rules` judge what it found.
 
-It stays one module because the reader is one recursive walk whose node handlers call each other
-and share its state; decoding single words already lives in `shell_words`.
+What it returns (`Script`, `Command`, ...) is defined in `shell_script`; decoding single words
+lives in `shell_words`. The reader itself stays one module because it is one recursive walk
+whose node handlers call each other and share its state.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
+from gateway.sandbox.shell_script import Command, Function, Redirect, Script, Stdin
 from gateway.sandbox.shell_words import (
     EMPTY,
     Word,
@@ -37,8 +39,6 @@ from gateway.sandbox.shell_words import (
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
-
-Stdin = Literal["inherited", "pipe", "heredoc", "herestring", "file"]
 
 _local = threading.local()
 _RESERVED_WORDS = frozenset(
@@ -58,75 +58,6 @@ _LOOPS = frozenset({"while_statement", "until_statement", "for_statement", "c_st
                     "select_statement"})  # fmt: skip
 _DEFAULTING = (":-", "-", ":=", "=")
 _ECHOES = frozenset({"echo", "printf"})
-
-
-@dataclass(frozen=True)
-class Redirect:
-    operator: str
-    """``>``, ``>>``, ``<``, ``>&``, ``&>``, ``<<``, ``<<<`` ..."""
-    target: Word | None
-    body: str | None = None
-    """The text a here-document or here-string feeds to standard input."""
-
-
-@dataclass
-class Command:
-    """One simple command with its context. `words` start with the command's name."""
-
-    words: list[Word]
-    assignments: list[tuple[str, Word]] = field(default_factory=list)
-    redirects: list[Redirect] = field(default_factory=list)
-    cwd: str | None = None
-    """Where a preceding ``cd`` moved (absolute, ``~...``, relative, or ``$...`` when unknown);
-    ``None`` when still in the directory the line started in."""
-    stdin: Stdin = "inherited"
-    upstream: list[Command] = field(default_factory=list)
-    """The commands of the pipeline stages before this one (they feed its standard input)."""
-    in_loop: bool = False
-    background: bool = False
-    in_function: bool = False
-    in_substitution: bool = False
-    indirect_name: bool = False
-    """The name is (part of) an expansion or substitution: ``$c``, ``${x}y``, ``$(echo rm)``."""
-    substitutions: list[Command] = field(default_factory=list)
-    """The commands of the substitutions in its words, whose output it consumes."""
-
-    @property
-    def name(self) -> str:
-        """The command's name without directories (``/bin/rm`` is ``rm``); empty when none."""
-        if not self.words:
-            return ""
-        text = self.words[0].text
-        return text.rsplit("/", 1)[-1] if "/" in text and not text.endswith("/") else text
-
-    @property
-    def args(self) -> list[str]:
-        return [word.text for word in self.words[1:]]
-
-    def stdin_text(self) -> str | None:
-        """What a here-document or here-string feeds this command, if anything."""
-        for redirect in self.redirects:
-            if redirect.body is not None:
-                return redirect.body
-        return None
-
-
-@dataclass
-class Function:
-    name: str
-    calls_itself: bool = False
-    spawns_itself: bool = False
-    """A call to itself runs in the background or in a pipeline: every call starts more."""
-
-
-@dataclass
-class Script:
-    commands: list[Command] = field(default_factory=list)
-    functions: list[Function] = field(default_factory=list)
-    spawning_loops: list[str] = field(default_factory=list)
-    """Loops whose body starts background jobs, as written."""
-    errors: list[str] = field(default_factory=list)
-    """Parts of the line the grammar could not parse, as written."""
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from agent_core import AgentTool
 from gateway.config import GatewayConfig
 from gateway.sandbox import ResourceLimits, SandboxMachine, SandboxSettings
 from gateway.tools.host import ManagerToolsHost
-from gateway.tools.pipeline import PipelineSpec, build_tools
-from sessions.profiles import RunContext
+from gateway.tools.pipeline import PipelineSpec, ToolsLayer, build_tools
+from sessions.profiles import RunContext, RunTools
 
 if TYPE_CHECKING:
     from gateway.extensions.runtime import Extensions
@@ -37,6 +37,32 @@ def _audit_for(session_id: str, agent_id: str) -> Callable[[dict[str, Any]], Non
         audit_log.warning(str(fields.pop("event", "sandbox.audit")), **fields)
 
     return audit
+
+
+def _approvals(gw: GatewayState, ctx: RunContext, sandbox: SandboxSettings) -> ToolsLayer | None:
+    """The run's approval layer, None when the agent's policy never asks."""
+    from functools import partial
+
+    from gateway.approvals import ApprovalGate, CallSite, approval_layer, policy_for
+
+    policy = policy_for(gw.directory.config, ctx.profile.id)
+    if not policy.active:
+        return None
+    site = CallSite(
+        session_id=ctx.session.id,
+        session_key=ctx.session.keys[0] if ctx.session.keys else None,
+        agent_id=ctx.profile.id,
+        run_id=ctx.run_id,
+        timeout_s=policy.timeout_s,
+    )
+    gate = ApprovalGate(
+        approvals=gw.approvals,
+        policy=policy,
+        site=site,
+        workspace=sandbox.workspace,
+        deny_threshold=sandbox.threshold,
+    )
+    return partial(approval_layer, gate=gate)
 
 
 def resource_limits(config: GatewayConfig) -> ResourceLimits:
@@ -82,7 +108,7 @@ class ToolsFactory:
         state = "confined" if choice.confined else "NOT CONFINED"
         return f"sandbox: mode {choice.mode}, runner {choice.runner} ({state}; {choice.reason})"
 
-    def __call__(self, ctx: RunContext) -> list[AgentTool] | Awaitable[list[AgentTool]]:
+    def __call__(self, ctx: RunContext) -> list[AgentTool] | Awaitable[RunTools]:
         config = self.config
         extra = ctx.profile.extra
         workspace = Path(ctx.profile.workspace or config.home / "workspaces" / ctx.profile.id)
@@ -109,17 +135,28 @@ class ToolsFactory:
             channel_tools=getattr(channels, "tools_for", None),
             allow=tuple(extra.get("tools_allow") or ()),
             deny=tuple(extra.get("tools_deny") or ()),
+            approvals=_approvals(gw, ctx, sandbox),
         )
         extensions = self.extensions
         if extensions is None or not extensions.active(ctx.profile.id):
             return build_tools(spec)
         return self._with_extensions(extensions, ctx, spec)
 
-    async def _with_extensions(
+    async def _with_extensions(self, extensions: Extensions, ctx: RunContext, spec: PipelineSpec) -> RunTools:
+        """The pipeline with the agent's MCP servers' tools (started if needed) and the enabled
+        extensions' tools and tool hooks; asked again before a later turn of the run when a
+        server announced a new tool list meanwhile."""
+
+        async def refresh() -> list[AgentTool] | None:
+            if not extensions.tools_changed(ctx.profile.id):
+                return None
+            return await self._extended_tools(extensions, ctx, spec)
+
+        return RunTools(await self._extended_tools(extensions, ctx, spec), refresh)
+
+    async def _extended_tools(
         self, extensions: Extensions, ctx: RunContext, spec: PipelineSpec
     ) -> list[AgentTool]:
-        """The pipeline with the agent's MCP servers' tools (started if needed) and the enabled
-        extensions' tools and tool hooks."""
         from functools import partial
 
         from gateway.extensions.tool_hooks import hook_layer

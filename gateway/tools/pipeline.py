@@ -4,7 +4,8 @@
 2. sandbox (path confinement, exec mediation, bubblewrap or a confined subprocess);
 3. gateway tools (branch, spawn, interrupt, reload);
 4. channel tools of the binding the session came from;
-5. policy (allow/deny lists, required scopes);
+5. policy (allow/deny lists, required scopes), then approvals (a call the agent's policy asks
+   about waits for a person's decision);
 6. schema normalisation for the session's provider;
 7. abort wrapping with the run's signal.
 
@@ -58,6 +59,8 @@ class PipelineSpec:
     """Tools of MCP servers and extensions (`gateway.extensions`)."""
     hooks: ToolsLayer | None = None
     """Extensions' tool hooks around every tool the policy kept."""
+    approvals: ToolsLayer | None = None
+    """Calls the agent's approval policy asks about wait for a decision (`gateway.approvals`)."""
 
 
 def base_layer(workspace: Path) -> list[AgentTool]:
@@ -92,6 +95,8 @@ def build_tools(spec: PipelineSpec) -> list[AgentTool]:
         taken.add(tool.name)
         tools.append(tool)
     tools = policy_layer(tools, allow=spec.allow, deny=spec.deny, scopes=spec.scopes)
+    if spec.approvals is not None:
+        tools = spec.approvals(tools)
     if spec.hooks is not None:
         tools = spec.hooks(tools)
     tools = schema_layer(tools, provider=spec.provider)

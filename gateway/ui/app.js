@@ -5,6 +5,7 @@
 // `window.gatewayDashboard` is this App, for poking at the state from the browser console.
 
 import { SessionActions } from "./actions.js";
+import { ApprovalCards } from "./approvals.js";
 import { AutomationPanel } from "./automation.js";
 import { CommandCompletion } from "./completion.js";
 import { forgetCredentials, readCredentials, refusalText, saveCredentials } from "./auth.js";
@@ -72,6 +73,10 @@ class App {
       onReady: (hello) => this.onReady(hello),
       onGap: () => this.refreshListSoon(),
     });
+    this.approvals = new ApprovalCards({
+      request: (method, params) => this.connection.request(method, params),
+      onChange: () => this.schedule(),
+    });
     this.automation = new AutomationPanel({
       request: (method, params) => this.connection.request(method, params),
       connected: () => this.connection.ready,
@@ -110,6 +115,7 @@ class App {
     this.renderStatus();
     this.outbox.flush(this.connection);
     this.automation.onReady();
+    this.approvals.onReady();
     clearInterval(this._statusTimer);
     this._statusTimer = setInterval(() => this.refreshStatus(), STATUS_EVERY_MS);
     this.refreshStatus();
@@ -215,6 +221,10 @@ class App {
       if (["reset", "switch"].includes(payload.reason)) this.refreshListSoon();
       this.refreshStatusSoon();
       this.schedule();
+      return;
+    }
+    if (name.startsWith("exec.approval.")) {
+      this.approvals.onEvent(name, payload);
       return;
     }
     if (name === "cron") {
@@ -417,6 +427,7 @@ class App {
     this._fallback = 0;
     this.renderTree();
     this.renderSession();
+    this.approvals.render(this.feed ? this.selected : null);
   }
 
   renderTree() {
@@ -488,6 +499,7 @@ class App {
     renderTranscript($("messages"), transcript, {
       pending: this.outbox.forSession(feed.sessionId),
       canBranch: ready,
+      awaiting: new Set(this.approvals.forSession(feed.sessionId).map((a) => a.toolCallId)),
       openDetails: this.openDetails,
       actions: {
         branch: (entryId) => this.actions.branch(entryId),

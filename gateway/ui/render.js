@@ -13,7 +13,8 @@ const ROLE_LABELS = { user: "You", assistant: "Assistant", toolResult: "Tool res
  * @param {Transcript} transcript
  * @param {object} view  {pending: [...], actions: {branch(entryId), retry(item), dismiss(item)},
  *                        openDetails: Map<string, boolean> (what the user opened or closed),
- *                        canBranch: boolean}
+ *                        canBranch: boolean,
+ *                        awaiting: Set<string> (tool call ids waiting for an approval)}
  */
 export function renderTranscript(list, transcript, view) {
   const nodes = list._nodes || (list._nodes = new Map());
@@ -31,7 +32,8 @@ export function renderTranscript(list, transcript, view) {
     if (hiddenResults.has(id)) return;
     const message = transcript.entries.get(id);
     if (!message) return;
-    items.push({ key: id, sig: `${transcript.rev(id)}|${view.canBranch}`, build: () => messageNode(id, message, transcript, shownInCards, view) });
+    const waits = awaitingIn(message, view.awaiting);
+    items.push({ key: id, sig: `${transcript.rev(id)}|${view.canBranch}|${waits}`, build: () => messageNode(id, message, transcript, shownInCards, view) });
   });
   for (const notice of notices) if (notice.after >= transcript.order.length) items.push(noticeItem(notice));
   for (const partial of transcript.partials.values()) {
@@ -170,6 +172,15 @@ function thinkingNode(text, detailsKey, view, streaming) {
   return details;
 }
 
+/** The ids of `message`'s tool calls that wait for an approval, as one string (for a node's signature). */
+function awaitingIn(message, awaiting) {
+  if (!awaiting?.size || !Array.isArray(message.content)) return "";
+  return message.content
+    .filter((block) => block?.type === "toolCall" && awaiting.has(block.id))
+    .map((block) => block.id)
+    .join(",");
+}
+
 function contentText(value) {
   if (value === null || value === undefined) return "";
   if (typeof value === "string") return value;
@@ -209,7 +220,8 @@ function toolCard({ callId, name, args, tool, result, resultId, running, view, d
   } else if (running) {
     state = "running";
   }
-  const labels = { running: "running…", ok: "done", error: "failed", pending: "no result" };
+  if (state === "running" && view.awaiting?.has(callId)) state = "awaiting";
+  const labels = { running: "running…", awaiting: "awaiting approval", ok: "done", error: "failed", pending: "no result" };
   let stateText = labels[state];
   if ((state === "ok" || state === "error") && typeof tool?.durationMs === "number") {
     stateText += ` · ${formatDuration(tool.durationMs)}`;

@@ -961,3 +961,29 @@ async def test_a_slow_async_sink_back_pressures_the_loop() -> None:
         release.set()
         await task
     assert seen[-1] == "agent_end"
+
+
+async def test_refreshed_tools_apply_from_the_next_turn() -> None:
+    """A host whose tool list changed mid-run (`refresh_tools`) gives the model and the executor
+    the new list from the next turn; the first turn keeps the run's tools."""
+    executed: list[Any] = []
+    asked = 0
+
+    def refresh() -> list[AgentTool] | None:
+        nonlocal asked
+        asked += 1
+        return [recording_tool(executed), recording_tool(executed, name="late")] if asked == 1 else None
+
+    config = AgentLoopConfig(model=MODEL, options=AgentOptions(refresh_tools=refresh))
+    _, result, script = await run(
+        calls(("tool-1", "first")),
+        calls(("tool-2", "second"), name="late"),
+        DONE,
+        tools=[recording_tool(executed)],
+        config=config,
+    )
+    assert executed == ["first", "second"]
+    assert asked == 2  # before the second and the third turn
+    offered = [[t.name for t in (ctx.tools or [])] for _, ctx, _ in script.calls]
+    assert offered == [["echo"], ["echo", "late"], ["echo", "late"]]
+    assert not any(m.role == "toolResult" and m.is_error for m in result)

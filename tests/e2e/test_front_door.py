@@ -284,6 +284,10 @@ PLAUSIBLE: dict[str, Any] = {
     "runId": "keys-1",
     "entryId": "e1",
     "sessionId": "00000000-0000-0000-0000-000000000000",
+    # cron.add: a whole job, so that only the session key can be at fault.
+    "name": "keys-job",
+    "schedule": {"kind": "every", "everyMs": 60_000},
+    "payload": {"kind": "agentTurn", "message": "hi"},
 }
 
 

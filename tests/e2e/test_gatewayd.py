@@ -256,6 +256,9 @@ NOT_AT_START_UP = (
     "cryptography",  # device signatures: only when a device connects
     "tree_sitter",  # the shell grammar: only with the first bash command
     "tree_sitter_bash",
+    "prometheus_client",  # metrics: only with the first scrape
+    "opentelemetry",  # traces: only when an OTLP endpoint is set
+    "google.protobuf",
 )
 """Modules a daemon with the default configuration (SQLite, no bindings, logs to a file) does not
 import to start and answer a first handshake."""

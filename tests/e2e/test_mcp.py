@@ -6,6 +6,7 @@ four-line example applied by `gatewayctl config reload`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -195,6 +196,33 @@ async def test_a_changed_tool_list_is_picked_up_at_the_next_run(gw: Gateway) -> 
     assert (await call_tool(gw.daemon, "notes__grow", {}, key=key)).text == "grown"
     found = await call_tool(gw.daemon, "notes__extra", {}, key=key)
     assert not found.is_error and found.text == "extra tool here"
+
+
+async def test_a_changed_tool_list_is_picked_up_at_the_next_turn_of_the_same_run(gw: Gateway) -> None:
+    """The server adds a tool while a run goes on; a message steered into that run calls it in
+    the run's next turn."""
+    key = "agent:main:mcp-turns"
+    run_id = f"mcp-run-{next(_runs)}"
+    async with connected(gw.daemon) as client:
+        grow = tool_message("notes__grow", {"wait_s": 1.5})
+        await client.call("chat.send", {"sessionKey": key, "message": grow, "idempotencyKey": run_id})
+        await asyncio.sleep(0.5)  # the grow call is under way
+        steer = {
+            "sessionKey": key,
+            "message": tool_message("notes__extra", {}),
+            "idempotencyKey": f"{run_id}-steer",
+            "queueMode": "steer",
+        }
+        assert (await client.call("chat.send", steer)).get("queued") == "steered"
+        outcome = await client.call("agent.wait", {"runId": run_id, "timeoutMs": 60_000}, timeout=70)
+        assert outcome["status"] == "ok", outcome
+    finished = [
+        event
+        for event in await event_log(gw.daemon, key)
+        if event["name"] == "tool.finished" and event.get("runId") == run_id
+    ]
+    texts = ["".join(b.get("text", "") for b in e["result"]["content"]) for e in finished]
+    assert texts == ["grown", "extra tool here"], finished
 
 
 async def test_a_call_that_takes_too_long_times_out(gw: Gateway) -> None:

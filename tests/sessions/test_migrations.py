@@ -38,6 +38,7 @@ TABLES = {
     "cron_jobs",
     "cron_runs",
     "webhook_deliveries",
+    "tool_approvals",
 }
 
 
@@ -76,7 +77,7 @@ async def test_fresh_database_is_upgraded_to_head(store: Store) -> None:
     async with store.database.read() as conn:
         revision = await conn.run_sync(runner.current_revision)
         tables = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
-    assert revision == runner.head_revision() == "0006"
+    assert revision == runner.head_revision() == "0007"
     assert tables == TABLES | {"alembic_version"}
 
 

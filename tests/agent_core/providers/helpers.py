@@ -69,6 +69,29 @@ def anthropic_model(base_url: str, **overrides: Any) -> Model:
     return Model(**fields)
 
 
+def responses_model(base_url: str, **overrides: Any) -> Model:
+    return openai_model(base_url, api="openai-responses", **overrides)
+
+
+def google_model(base_url: str, **overrides: Any) -> Model:
+    fields: dict[str, Any] = {
+        "id": "gemini-test",
+        "api": "google-generative-ai",
+        "provider": "google",
+        "base_url": f"{base_url}/v1beta",
+        "reasoning": True,
+        "cost": TRACE_PRICES,
+        "max_tokens": 8192,
+    }
+    fields.update(overrides)
+    return Model(**fields)
+
+
+def wire_data(name: str) -> bytes:
+    """A recorded body (``data/<name>``), byte for byte as the API sent it."""
+    return (DATA / name).read_bytes()
+
+
 async def collect(
     stream: AssistantMessageEventStream,
 ) -> tuple[list[AssistantMessageEvent], AssistantMessage]:

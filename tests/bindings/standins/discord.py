@@ -11,6 +11,13 @@ It behaves like Discord where the bindings depend on it:
   delay an answer after the work is done (`delay_next_create`), to make a client time out.
 - `gateway` is the Gateway stand-in; `dispatch_message(...)` stores a user's message and
   dispatches it (MESSAGE_CREATE) to the current gateway session.
+- Message components: a message keeps the `components` it was posted or edited with (an edit
+  with `components: []` removes them). `click(...)` is a user pressing a button of a bot message:
+  like Discord, only a button the message shows can be pressed; the click is dispatched as
+  `INTERACTION_CREATE` (a `MESSAGE_COMPONENT` interaction) with a fresh id and token, and the
+  answer must come to `POST /interactions/{id}/{token}/callback` (no bot token needed; an
+  interaction is answered once). `UPDATE_MESSAGE` answers edit the message; ephemeral
+  `CHANNEL_MESSAGE_WITH_SOURCE` answers are kept in `ephemerals`, visible to the clicker alone.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import asyncio
 import itertools
 import json
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,6 +100,10 @@ class DiscordStandIn(StandInServers):
         self.reactions: list[tuple[str, str, str]] = []
         self.files: list[tuple[str, str, str, bytes]] = []
         self.threads_started: list[tuple[str, str, str]] = []
+        self.interactions: dict[str, dict[str, Any]] = {}
+        """Interactions dispatched by `click`, by id, with their `response` once answered."""
+        self.ephemerals: list[tuple[str, str, str]] = []
+        """`(channel id, user id, content)` of ephemeral interaction responses."""
         self.requests: list[tuple[str, str, int, float]] = []
         self.violations = 0
         self.create_attempts = 0
@@ -189,6 +201,79 @@ class DiscordStandIn(StandInServers):
     async def wait_for(self, predicate: Callable[[], object], timeout: float = 5.0) -> None:
         await wait_until(predicate, timeout)
 
+    def component_interaction(
+        self, message_id: str, custom_id: str, *, user_id: str = "42", user_name: str = "alice"
+    ) -> dict[str, Any]:
+        """The `MESSAGE_COMPONENT` interaction of a user pressing the button `custom_id` of a bot
+        message (kept in `interactions`). Raises AssertionError when the message shows no such
+        button."""
+        message = self.messages[message_id]
+        buttons = [c for row in message.get("components") or [] for c in row.get("components") or []]
+        assert any(b.get("custom_id") == custom_id for b in buttons), (
+            f"no button {custom_id!r} on {message_id}"
+        )
+        channel = self.channels[message["channel_id"]]
+        interaction: dict[str, Any] = {
+            "id": self.new_id(),
+            "application_id": self.application_id,
+            "type": 3,
+            "token": uuid.uuid4().hex,
+            "version": 1,
+            "channel_id": channel.id,
+            "message": dict(message),
+            "data": {"custom_id": custom_id, "component_type": 2},
+        }
+        user = {"id": user_id, "username": user_name}
+        if channel.guild_id:
+            interaction["guild_id"] = channel.guild_id
+            interaction["member"] = {"user": user, "roles": [], "nick": None}
+        else:
+            interaction["user"] = user
+        self.interactions[interaction["id"]] = {"interaction": interaction, "response": None}
+        return interaction
+
+    async def click(self, message_id: str, custom_id: str, **user: str) -> str:
+        """A user presses a button: the interaction goes out over the Gateway; returns its id."""
+        interaction = self.component_interaction(message_id, custom_id, **user)
+        await self.gateway.dispatch("INTERACTION_CREATE", interaction)
+        return str(interaction["id"])
+
+    def apply_interaction_response(self, interaction_id: str, response: dict[str, Any]) -> int:
+        """Carry out an interaction response as Discord does; returns the HTTP status."""
+        entry = self.interactions.get(interaction_id)
+        if entry is None:
+            return 404
+        if entry["response"] is not None:
+            return 400  # "Interaction has already been acknowledged."
+        kind, data = response.get("type"), response.get("data") or {}
+        interaction = entry["interaction"]
+        if kind == 4:
+            user = (interaction.get("member") or {}).get("user") or interaction.get("user") or {}
+            if int(data.get("flags") or 0) & 64:
+                self.ephemerals.append(
+                    (interaction["channel_id"], str(user.get("id")), str(data.get("content")))
+                )
+            else:
+                self.user_message(
+                    interaction["channel_id"], str(data.get("content")), author_id=self.bot_user_id
+                )
+        elif kind == 7:
+            message = self.messages[interaction["message"]["id"]]
+            if "content" in data:
+                message["content"] = str(data["content"])
+            if "components" in data:
+                message["components"] = data["components"]
+            self.edits.append(
+                Edit(message["channel_id"], message["id"], message["content"], time.monotonic())
+            )
+        elif kind != 6:
+            return 400
+        entry["response"] = response
+        return 204
+
+    def response_to(self, interaction_id: str) -> dict[str, Any] | None:
+        return self.interactions[interaction_id]["response"]
+
     def channel_texts(self, channel_id: str) -> list[str]:
         """The current content of the bot's messages in a channel, oldest first."""
         channel = self.channels.get(channel_id)
@@ -212,6 +297,7 @@ class DiscordStandIn(StandInServers):
                     methods=["PUT"],
                 ),
                 Route(base + "/channels/{cid}/messages/{mid}/threads", self._thread, methods=["POST"]),
+                Route(base + "/interactions/{iid}/{token}/callback", self._callback, methods=["POST"]),
             ]
         )
 
@@ -364,6 +450,8 @@ class DiscordStandIn(StandInServers):
         }
         if payload.get("message_reference"):
             message["message_reference"] = payload["message_reference"]
+        if payload.get("components"):
+            message["components"] = payload["components"]
         channel.messages.append(message)
         self.messages[message["id"]] = message
         self.posts.append({**message, "at": now})
@@ -390,10 +478,26 @@ class DiscordStandIn(StandInServers):
             if len(content) > 2000:
                 return JSONResponse({"message": "Invalid Form Body", "code": 50035}, status_code=400)
             message["content"] = content
+            if "components" in payload:
+                message["components"] = payload["components"]
             self.edits.append(Edit(message["channel_id"], message["id"], content, time.monotonic()))
             return JSONResponse(message)
 
         return await self._guarded(request, "edit", work)
+
+    async def _callback(self, request: Request) -> Response:
+        iid, token = request.path_params["iid"], request.path_params["token"]
+        entry = self.interactions.get(iid)
+        if entry is None or entry["interaction"]["token"] != token:
+            self._record(request, 404)
+            return JSONResponse({"message": "Unknown interaction", "code": 10062}, status_code=404)
+        status = self.apply_interaction_response(iid, await request.json())
+        self._record(request, status)
+        if status == 400:
+            return JSONResponse(
+                {"message": "Interaction has already been acknowledged.", "code": 40060}, status_code=400
+            )
+        return Response(status_code=204)
 
     async def _react(self, request: Request) -> Response:
         async def work() -> Response:

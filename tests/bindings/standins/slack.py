@@ -17,6 +17,12 @@ Like Slack, where the bindings depend on it:
   in a fresh envelope (`retry_attempt` + 1, `retry_reason` "timeout"): on the next connection
   when its own connection ended, or on the current one when `redeliver_unacked()` is called
   (Slack does that after its 3-second ack window).
+- Block Kit: a message keeps the `blocks` it was posted or updated with (`chat.update` with
+  `blocks: []` removes them). `click(...)` is a user pressing a button of a bot message: like
+  Slack, only a button the message shows can be pressed, and the `block_actions` payload goes
+  out in an `interactive` envelope (or, for the Events API, is built by `block_actions(...)` for
+  the interactivity URL). `chat.postEphemeral` messages are kept in `ephemerals`, visible to
+  their user alone.
 """
 
 from __future__ import annotations
@@ -84,6 +90,7 @@ class SlackStandIn(StandInServers):
         self.post_attempts = 0
         self.updates: list[Update] = []
         self.reactions: list[tuple[str, str, str]] = []
+        self.ephemerals: list[dict[str, Any]] = []
         self.files: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[str, int, float]] = []
         self.opened_urls: list[str] = []
@@ -184,7 +191,52 @@ class SlackStandIn(StandInServers):
         await self._deliver(self._live(), payload, retry_attempt)
         return payload
 
-    async def _deliver(self, conn: SocketConnection, payload: dict[str, Any], retry_attempt: int) -> None:
+    def block_actions(self, channel: str, ts: str, action_id: str, *, user: str = "U1") -> dict[str, Any]:
+        """The `block_actions` payload of `user` pressing the button `action_id` of the bot
+        message `ts`. Raises AssertionError when the message shows no such button."""
+        message = self._find(channel, ts)
+        assert message is not None, f"no message {ts} in {channel}"
+        buttons = [
+            element
+            for block in message.get("blocks") or []
+            if block.get("type") == "actions"
+            for element in block.get("elements") or []
+        ]
+        pressed = next((b for b in buttons if b.get("action_id") == action_id), None)
+        assert pressed is not None, f"no button {action_id!r} on {ts}"
+        container = {"type": "message", "message_ts": ts, "channel_id": channel, "is_ephemeral": False}
+        return {
+            "type": "block_actions",
+            "user": {"id": user, "username": user.lower(), "team_id": self.team_id},
+            "api_app_id": "A1",
+            "token": "verification-token",
+            "container": container,
+            "trigger_id": uuid.uuid4().hex,
+            "team": {"id": self.team_id, "domain": "test"},
+            "channel": {"id": channel, "name": channel.lower()},
+            "message": dict(message),
+            "response_url": f"http://127.0.0.1:{self.http_port}/actions/{uuid.uuid4().hex}",
+            "actions": [
+                {
+                    "action_id": action_id,
+                    "block_id": pressed.get("block_id") or "approval",
+                    "text": pressed.get("text"),
+                    "value": pressed.get("value"),
+                    "type": "button",
+                    "action_ts": f"{time.time():.6f}",
+                }
+            ],
+        }
+
+    async def click(self, channel: str, ts: str, action_id: str, *, user: str = "U1") -> str:
+        """A user presses a button: its `block_actions` payload goes out in an `interactive`
+        envelope on the current socket; returns the envelope id."""
+        payload = self.block_actions(channel, ts, action_id, user=user)
+        return await self._deliver(self._live(), payload, 0, kind="interactive")
+
+    async def _deliver(
+        self, conn: SocketConnection, payload: dict[str, Any], retry_attempt: int, *, kind: str = "events_api"
+    ) -> str:
         envelope_id = str(uuid.uuid4())
         self.envelopes[envelope_id] = {
             "sent_at": time.monotonic(),
@@ -193,16 +245,18 @@ class SlackStandIn(StandInServers):
             "retry_attempt": retry_attempt,
             "conn": conn,
             "redelivered": False,
+            "type": kind,
         }
         envelope = {
             "envelope_id": envelope_id,
-            "type": "events_api",
+            "type": kind,
             "accepts_response_payload": False,
             "retry_attempt": retry_attempt,
             "retry_reason": "timeout" if retry_attempt else "",
             "payload": payload,
         }
         await conn.ws.send(json.dumps(envelope))
+        return envelope_id
 
     async def redeliver_unacked(self, *, only_closed: bool = False) -> int:
         """Deliver each event whose latest envelope is unacked again, on the current socket, in
@@ -215,7 +269,7 @@ class SlackStandIn(StandInServers):
         ]
         for _, entry in due:
             entry["redelivered"] = True
-            await self._deliver(conn, entry["payload"], entry["retry_attempt"] + 1)
+            await self._deliver(conn, entry["payload"], entry["retry_attempt"] + 1, kind=entry["type"])
         return len(due)
 
     async def disconnect(self, reason: str = "refresh_requested") -> None:
@@ -234,7 +288,11 @@ class SlackStandIn(StandInServers):
         return [eid for eid, e in self.envelopes.items() if e["acked_at"] is None and not e["redelivered"]]
 
     def acked_event_ids(self) -> list[str]:
-        return [e["payload"]["event_id"] for e in self.envelopes.values() if e["acked_at"] is not None]
+        return [
+            e["payload"]["event_id"]
+            for e in self.envelopes.values()
+            if e["acked_at"] is not None and e["type"] == "events_api"
+        ]
 
     def bot_texts(self, channel: str, thread_ts: str | None = None) -> list[str]:
         return [
@@ -361,6 +419,8 @@ class SlackStandIn(StandInServers):
             message["thread_ts"] = args["thread_ts"]
         if args.get("metadata"):
             message["metadata"] = args["metadata"]
+        if args.get("blocks"):
+            message["blocks"] = _blocks(args["blocks"])
         self.messages.setdefault(str(channel), []).append(message)
         self.posts.append({**message, "channel": channel, "at": time.monotonic()})
         if self._hold_posts_after is not None and len(self.posts) > self._hold_posts_after:
@@ -379,10 +439,24 @@ class SlackStandIn(StandInServers):
         if len(str(args.get("text", ""))) > 40_000:
             return _error("msg_too_long")
         message["text"] = args.get("text", "")
+        if "blocks" in args:
+            message["blocks"] = _blocks(args["blocks"])
         self.updates.append(
             Update(str(args["channel"]), str(args["ts"]), str(message["text"]), time.monotonic())
         )
         return _ok(channel=args["channel"], ts=args["ts"], text=message["text"])
+
+    async def _m_chat_postEphemeral(self, args: dict[str, Any]) -> Response:
+        channel, user, text = args.get("channel"), args.get("user"), args.get("text")
+        if not channel or channel not in self.messages:
+            return _error("channel_not_found")
+        if not user:
+            return _error("user_not_in_channel")
+        if not text and not args.get("blocks"):
+            return _error("no_text")
+        entry = {"channel": str(channel), "user": str(user), "text": text, "thread_ts": args.get("thread_ts")}
+        self.ephemerals.append(entry)
+        return _ok(message_ts=self.next_ts())
 
     async def _m_reactions_add(self, args: dict[str, Any]) -> Response:
         channel, ts, name = str(args.get("channel")), str(args.get("timestamp")), str(args.get("name"))
@@ -448,6 +522,13 @@ class SlackStandIn(StandInServers):
             if message["ts"] == ts:
                 return message
         return None
+
+
+def _blocks(value: Any) -> list[dict[str, Any]]:
+    """`blocks` as a JSON body carries them, or as the JSON string a form carries."""
+    blocks = json.loads(value) if isinstance(value, str) else value
+    assert isinstance(blocks, list), "blocks must be a list"
+    return blocks
 
 
 def _visible(message: dict[str, Any], with_metadata: bool) -> dict[str, Any]:

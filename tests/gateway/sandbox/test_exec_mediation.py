@@ -232,9 +232,11 @@ ADVERSARIAL = {
 
 @pytest.mark.parametrize("label", sorted(ADVERSARIAL))
 def test_adversarial_input_is_classified_quickly(label: str) -> None:
-    started = time.monotonic()
+    """No input makes the reader blow up (a pathological grammar path would take minutes). CPU
+    time of this process, so that other work on the machine does not count."""
+    started = time.process_time()
     classify(ADVERSARIAL[label])
-    assert time.monotonic() - started < 5, label
+    assert time.process_time() - started < 5, label
 
 
 def test_oversized_commands_are_refused_unread() -> None:

@@ -60,10 +60,11 @@ def extra() -> str:
 
 
 @server.tool()
-async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
-    """Add the tool `extra`."""
+async def grow(ctx: Context, wait_s: float = 0.0) -> str:  # type: ignore[type-arg]
+    """Add the tool `extra` (and answer `wait_s` later)."""
     server.add_tool(extra, name="extra")
     await ctx.session.send_tool_list_changed()
+    await anyio.sleep(wait_s)
     return "grown"
 
 
