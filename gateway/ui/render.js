@@ -86,7 +86,7 @@ function messageNode(id, message, transcript, shownInCards, view) {
   const head = h("header.msg-head", h("span.msg-role", ROLE_LABELS[role] || role));
   if (message.timestamp) head.append(h("time.msg-time", { datetime: new Date(message.timestamp).toISOString() }, formatClock(message.timestamp)));
   head.append(h("span.msg-spacer"));
-  if (view.canBranch) {
+  if (view.canBranch && !transcript.isTransient(id)) {
     head.append(
       h(
         "button.msg-action",

@@ -40,6 +40,14 @@ export class Transcript {
     this.revs = new Map();
     /** tool call id -> key of the message that shows it */
     this.toolOwner = new Map();
+    /** run id -> ids of the messages it showed (to mark a command's exchange, see `_completed`) */
+    this.runMessages = new Map();
+  }
+
+  /** Whether `id` is a message the gateway answered itself (a chat command): shown live, never
+   * stored in the transcript, so nothing can branch from it. */
+  isTransient(id) {
+    return Boolean(this.entries.get(id)?.__gateway?.transient);
   }
 
   get running() {
@@ -219,6 +227,22 @@ export class Transcript {
     }
     if (this.partials.delete(id)) {
       this.bump(id);
+    }
+    if (p.runId) {
+      const ids = this.runMessages.get(p.runId) || [];
+      if (!ids.includes(id)) ids.push(id);
+      this.runMessages.set(p.runId, ids);
+      // A reply the gateway wrote itself (api "gateway") answers a chat command: the command and
+      // its answer are not stored, so they are marked (and offer no "Branch here").
+      if (message.api === "gateway") {
+        for (const shown of ids) {
+          const entry = this.entries.get(shown);
+          if (entry?.__gateway && !entry.__gateway.transient) {
+            this._setEntry(shown, { ...entry, __gateway: { ...entry.__gateway, transient: true } });
+            this.bump(shown);
+          }
+        }
+      }
     }
     if (RESULT_ROLES.has(message.role) && message.toolCallId) {
       const tool = this.tools.get(message.toolCallId);

@@ -368,15 +368,21 @@ async def test_the_dashboard_completes_commands_after_a_slash(daemon: Daemon) ->
             await expect(page.locator("#command-completions")).to_be_hidden()
             await box.press("Enter")  # the list is closed: Enter sends
             assert (await final_reply(page)).startswith("Session agent:main:completion (")
+            # The command and its answer are not in the transcript: nothing branches from them.
+            branch = page.locator("article.msg .msg-action", has_text="Branch here")
+            await expect(branch).to_have_count(0)
+            await dash.send("hello")  # a message the model answers: it and its reply are stored
+            await expect(page.locator(ASSISTANT_DONE)).to_have_count(2)
+            await expect(branch).to_have_count(2)
             await box.press_sequentially("/stop")
             await expect(listed).to_have_count(1)
             await box.press("Enter")  # typed out already: Enter sends it
-            await expect(page.locator(ASSISTANT_DONE)).to_have_count(2)
+            await expect(page.locator(ASSISTANT_DONE)).to_have_count(3)
             await expect(page.locator(ASSISTANT_DONE).last).to_contain_text("Nothing is running.")
 
             # `/new` moves the key to a new session; the reply is in this one, which keeps no key.
             await dash.send("/new")
-            await expect(page.locator(ASSISTANT_DONE)).to_have_count(3)
+            await expect(page.locator(ASSISTANT_DONE)).to_have_count(4)
             await expect(page.locator(ASSISTANT_DONE).last).to_contain_text(
                 "Started a new session for agent:main:completion."
             )
