@@ -10,28 +10,25 @@ snapshot; its `COMMIT` writes nothing.
 
 The loop must never sleep inside SQLite, so `busy_timeout` is 0: in the rare moments SQLite
 cannot start a read (another program recovering the WAL, a checkpoint that truncates it), the
-read is tried again after an asyncio sleep (5 ms, doubling up to 100 ms) until `busy_timeout_ms`
-has passed; then the locked error leaves for the caller. The connection is opened on first use
-and lives until `close()`.
+read is tried again after an asyncio sleep until `busy_timeout_ms` has passed
+(`sessions._sqlite_direct.LockWait`); then the locked error leaves for the caller. The
+connection is opened on first use and lives until `close()`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
+
+from sessions._sqlite_direct import LockWait, connect
 
 __all__ = ["SqliteReader"]
 
 T = TypeVar("T")
 
 _PRAGMAS = ("PRAGMA busy_timeout = 0", "PRAGMA query_only = ON")
-_FIRST_RETRY_S = 0.005
-_MAX_RETRY_S = 0.100
-_LOCKED_WORDS = ("locked", "busy")
 
 
 class SqliteReader:
@@ -46,8 +43,7 @@ class SqliteReader:
     async def read(self, body: Callable[[sqlite3.Connection], Awaitable[T]]) -> T:
         """`body(connection)` inside one read transaction, again from the start when SQLite
         could not start the read (see the module docstring). `body` must not suspend."""
-        deadline = time.monotonic() + self._busy_timeout_s
-        delay = _FIRST_RETRY_S
+        wait = LockWait(self._busy_timeout_s)
         while True:
             conn = self._connection()
             try:
@@ -57,14 +53,11 @@ class SqliteReader:
                 finally:
                     conn.execute("COMMIT")
             except sqlite3.OperationalError as error:
-                locked = any(word in str(error).lower() for word in _LOCKED_WORDS)
-                if not locked or time.monotonic() + delay > deadline:
-                    raise
+                failed = error
             finally:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _MAX_RETRY_S)
+            await wait.after(failed)
 
     def close(self) -> None:
         """Close the connection (a later read opens a new one). Idempotent."""
@@ -74,12 +67,5 @@ class SqliteReader:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-            try:
-                for pragma in _PRAGMAS:
-                    conn.execute(pragma)
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
+            self._conn = connect(self._path, _PRAGMAS)
         return self._conn

@@ -16,9 +16,9 @@ Durability and locking are the store's: WAL, `synchronous=FULL`, foreign keys on
 transaction `BEGIN IMMEDIATE` under the database's write lock (which the SQLAlchemy writer takes
 too, so the two never write at once), held until the commit has returned. The loop must never
 sleep inside SQLite, so the connection's `busy_timeout` is 0: when another process holds the
-database, `BEGIN IMMEDIATE` fails at once and is tried again after an asyncio sleep (5 ms, then
-doubling up to 100 ms) until `busy_timeout_ms` has passed; then the locked error leaves for the
-caller (the store makes it a retryable `StoreUnavailable`). Once `BEGIN IMMEDIATE` holds the
+database, `BEGIN IMMEDIATE` fails at once and is tried again after an asyncio sleep
+(`sessions._sqlite_direct.LockWait`) until `busy_timeout_ms` has passed; then the locked error
+leaves for the caller (the store makes it a retryable `StoreUnavailable`). Once `BEGIN IMMEDIATE` holds the
 lock, no other writer can stop the statements or the commit (WAL). The connection is opened on
 first use; it and the thread live until `close()`.
 """
@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
+
+from sessions._sqlite_direct import LockWait, connect
 
 __all__ = ["SqliteWriter"]
 
@@ -41,9 +42,6 @@ _PRAGMAS = (
     "PRAGMA journal_mode = WAL",
     "PRAGMA synchronous = FULL",
 )
-_FIRST_RETRY_S = 0.005
-_MAX_RETRY_S = 0.100
-_LOCKED_WORDS = ("locked", "busy")
 
 
 class SqliteWriter:
@@ -73,19 +71,14 @@ class SqliteWriter:
     async def _begin(self) -> sqlite3.Connection:
         """The connection in a `BEGIN IMMEDIATE` transaction, waiting (without blocking the
         loop) up to `busy_timeout_ms` for another process's write lock."""
-        deadline = time.monotonic() + self._busy_timeout_s
-        delay = _FIRST_RETRY_S
+        wait = LockWait(self._busy_timeout_s)
         while True:
             conn = self._connection()
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 return conn
             except sqlite3.OperationalError as error:
-                locked = any(word in str(error).lower() for word in _LOCKED_WORDS)
-                if not locked or time.monotonic() + delay > deadline:
-                    raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _MAX_RETRY_S)
+                await wait.after(error)
 
     def close(self) -> None:
         """Close the connection and stop the thread (a later transaction starts them again).
@@ -119,12 +112,5 @@ class SqliteWriter:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-            try:
-                for pragma in _PRAGMAS:
-                    conn.execute(pragma)
-            except BaseException:
-                conn.close()
-                raise
-            self._conn = conn
+            self._conn = connect(self._path, _PRAGMAS)
         return self._conn

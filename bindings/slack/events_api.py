@@ -59,20 +59,15 @@ def verify_slack_request(
         raise SignatureError("invalid request signature")
 
 
-class EventsEndpoint:
-    """An ASGI app for Slack's Request URL."""
+class SignedEndpoint:
+    """An ASGI app for one of Slack's signed Request URLs: a POST whose signature is checked
+    (`verify_slack_request`) before anything of its body is parsed; `accept` answers the rest."""
 
-    def __init__(
-        self,
-        signing_secret: str,
-        handler: EventHandler,
-        *,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, signing_secret: str, *, clock: Callable[[], float] = time.time) -> None:
         self._secret = signing_secret
-        self._handler = handler
         self._clock = clock
         self.rejected = 0
+        """Requests refused for their signature."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = await self._respond(Request(scope, receive))
@@ -87,6 +82,27 @@ class EventsEndpoint:
         except SignatureError as exc:
             self.rejected += 1
             return PlainTextResponse(str(exc), status_code=401)
+        return await self.accept(request, body)
+
+    async def accept(self, request: Request, body: bytes) -> Response:
+        """Answer a request whose signature holds."""
+        raise NotImplementedError
+
+
+class EventsEndpoint(SignedEndpoint):
+    """The Events API's Request URL."""
+
+    def __init__(
+        self,
+        signing_secret: str,
+        handler: EventHandler,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(signing_secret, clock=clock)
+        self._handler = handler
+
+    async def accept(self, request: Request, body: bytes) -> Response:
         try:
             payload = json.loads(body)
         except ValueError:

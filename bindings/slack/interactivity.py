@@ -17,38 +17,22 @@ from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.types import Receive, Scope, Send
 
-from bindings.errors import SignatureError
-from bindings.slack.events_api import verify_slack_request
+from bindings.slack.events_api import SignedEndpoint
 
 InteractiveHandler = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-class InteractivityEndpoint:
+class InteractivityEndpoint(SignedEndpoint):
     """An ASGI app for Slack's interactivity Request URL."""
 
     def __init__(
         self, signing_secret: str, handler: InteractiveHandler, *, clock: Callable[[], float] = time.time
     ) -> None:
-        self._secret = signing_secret
+        super().__init__(signing_secret, clock=clock)
         self._handler = handler
-        self._clock = clock
-        self.rejected = 0
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = await self._respond(Request(scope, receive))
-        await response(scope, receive, send)
-
-    async def _respond(self, request: Request) -> Response:
-        if request.method != "POST":
-            return PlainTextResponse("method not allowed", status_code=405)
-        body = await request.body()
-        try:
-            verify_slack_request(self._secret, request.headers, body, now=self._clock())
-        except SignatureError as exc:
-            self.rejected += 1
-            return PlainTextResponse(str(exc), status_code=401)
+    async def accept(self, request: Request, body: bytes) -> Response:
         try:
             fields = parse_qs(body.decode(), strict_parsing=True)
             payload = json.loads(fields["payload"][0])
