@@ -1,6 +1,10 @@
 """Soak: many sessions running faux conversations with tools for a long time, watched by clients
 that come and go; what the daemon looks like over it, and whether anything was lost or run twice.
 
+It stays one module (and is long) because the drivers, the watchers and the checks of one soak
+share that run's ledger of sent keys and seen events; starting and sampling the daemon is in
+`bench._daemon`, the report's table in `bench._report`.
+
     .venv/bin/python -m bench.soak                       # 30 minutes (the long one)
     .venv/bin/python -m bench.soak --minutes 2           # short mode (tests/reliability/test_soak_short.py)
     .venv/bin/python -m bench.soak --minutes 2 --json out.json

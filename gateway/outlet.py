@@ -1,6 +1,10 @@
 """`Outlet`: one connection's side of the hub: its event `seq`, its bounded send buffer and writer
 task, and what it follows.
 
+It stays one module because the send buffer and the holds are one bound: a held frame counts
+against the same `max_buffered_bytes` and the same drop-or-close policy as a queued one, and
+releasing a hold moves its frames into the buffer under that bound.
+
 Send buffer. Everything the gateway sends to a connection (responses and events) is queued in
 one buffer of at most `max_buffered_bytes` (UTF-8 JSON) and written by one writer task. An event
 waits as the shared template and this connection's `seq` (its text is made when it is written),
@@ -30,10 +34,6 @@ Subscriptions (each lives until it is cancelled or the connection closes):
 - the session list (`sessions_list`): whether it gets `sessions.changed`.
 
 The hub keeps an index of who follows what; an outlet reports each change to it (`attach`).
-
-It stays one module because the send buffer and the holds are one bound: a held frame counts
-against the same `max_buffered_bytes` and the same drop-or-close policy as a queued one, and
-releasing a hold moves its frames into the buffer under that bound.
 """
 
 from __future__ import annotations

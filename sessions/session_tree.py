@@ -1,14 +1,14 @@
 """The store's session tree: sessions, the keys that name them, branches, status and totals.
 
+It stays one module because it is one area of the store, whose methods share the rules on keys
+and status transitions; its read queries already live in `sessions._store_tree`.
+
 `Store.tree` is a `SessionTree`; the rules of every store method (one transaction per call, the
 errors raised) are in `sessions.store`. Branching never copies entries: a branch points into its
 parent's transcript (`sessions._store_tree` assembles transcripts from those pointers).
 
 The functions below the class run inside a caller's transaction; the other areas of the store use
 them to check that a session exists and to move its status.
-
-It stays one module because it is one area of the store, whose methods share the rules on keys
-and status transitions; its read queries already live in `sessions._store_tree`.
 """
 
 from __future__ import annotations

@@ -9,8 +9,7 @@ Connection and output options (`--url`, `--token`, `--password`, `--json`, `--ti
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Any, NoReturn
+from typing import Any
 
 from gateway import __version__
 from gateway.cli import ctl_approvals as approvals
@@ -20,16 +19,7 @@ from gateway.cli import ctl_models as models
 from gateway.cli import ctl_sessions as sessions
 from gateway.cli import ctl_system as system
 from gateway.cli import ctl_tokens as tokens
-from gateway.cli.ctl_errors import ExitCode
-
-EXIT_CODES = """\
-exit codes:
-  0  ok
-  1  the call failed (the gateway answered with an error, or the run ended in error or aborted)
-  2  bad usage (unknown command or option, invalid --params JSON, invalid config file)
-  3  cannot reach the gateway (nothing listening, handshake failed, connection lost)
-  4  the gateway refused the credentials (or the token lacks the scope the method needs)
-"""
+from gateway.cli.ctl_builder import EXIT_CODES, SECRET_OPTIONS, Builder, CtlParser, count_between
 
 ENVIRONMENT = """\
 environment:
@@ -46,22 +36,6 @@ KEY_HELP = "session key, e.g. agent:main:main"
 SESSION_KINDS = ("main", "direct", "group", "channel", "branch", "subagent", "custom")
 SESSION_STATUSES = ("idle", "running", "interrupted", "archived")
 QUEUE_MODES = ("steer", "followup", "collect", "interrupt")
-
-
-SECRET_OPTIONS = ("--token", "--password")
-"""Options whose value may well start with `-` (a generated token can)."""
-
-
-class CtlParser(argparse.ArgumentParser):
-    """Usage errors in one line that says where to look, exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        hint = f"see `{self.prog} --help`"
-        for option in SECRET_OPTIONS:
-            if f"argument {option}:" in message:
-                hint = f"give a value that starts with - as {option}=VALUE"
-        self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {message} ({hint})\n")
 
 
 def option_strings(parser: argparse.ArgumentParser) -> set[str]:
@@ -103,78 +77,8 @@ def join_secret_values(argv: list[str], options: set[str]) -> list[str]:
     return out
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be greater than 0")
-    return value
-
-
-def _count(low: int, high: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be between {low} and {high}")
-        return value
-
-    return parse
-
-
-def _common() -> argparse.ArgumentParser:
-    # SUPPRESS: an option given before the command is not reset by the subcommand's default.
-    common = argparse.ArgumentParser(add_help=False)
-    group = common.add_argument_group("connection and output")
-    group.add_argument(
-        "--url", default=argparse.SUPPRESS, help="gateway URL, e.g. ws://host:18789/ (default: the local one)"
-    )
-    group.add_argument("--token", default=argparse.SUPPRESS, help="auth token (default: found locally)")
-    group.add_argument("--password", default=argparse.SUPPRESS, help="auth password, for password auth")
-    group.add_argument(
-        "--json",
-        action="store_true",
-        default=argparse.SUPPRESS,
-        help="print one JSON document (JSON lines for `sessions tail`), no colour",
-    )
-    group.add_argument(
-        "--timeout",
-        type=_positive,
-        default=argparse.SUPPRESS,
-        metavar="SECONDS",
-        help="wait at most this long to connect and for each answer (default 30)",
-    )
-    group.add_argument("--no-color", action="store_true", default=argparse.SUPPRESS, help="no colours")
-    return common
-
-
-class _Builder:
-    def __init__(self) -> None:
-        self.common = _common()
-
-    def group(self, parent: Any, name: str, help_text: str) -> Any:
-        parser = parent.add_parser(name, help=help_text, description=help_text, parents=[self.common])
-        return parser.add_subparsers(dest=f"{name}_command", metavar="COMMAND", required=True)
-
-    def leaf(self, parent: Any, name: str, help_text: str, handler: Any, epilog: str = "") -> CtlParser:
-        parser: CtlParser = parent.add_parser(
-            name,
-            help=help_text,
-            description=help_text,
-            epilog=(epilog + "\n\n" if epilog else "") + EXIT_CODES,
-            parents=[self.common],
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        parser.set_defaults(handler=handler)
-        return parser
-
-
 def build_parser() -> CtlParser:
-    builder = _Builder()
+    builder = Builder()
     parser = CtlParser(
         prog="gatewayctl",
         description="Administer an agent gateway over its WebSocket protocol. Without --url it talks "
@@ -229,7 +133,7 @@ def build_parser() -> CtlParser:
     return parser
 
 
-def _sessions(builder: _Builder, commands: Any) -> None:
+def _sessions(builder: Builder, commands: Any) -> None:
     group = builder.group(commands, "sessions", "list, inspect, drive and change sessions")
     listing = builder.leaf(
         group, "list", "list sessions, most recently updated first", sessions.sessions_list
@@ -240,10 +144,10 @@ def _sessions(builder: _Builder, commands: Any) -> None:
     listing.add_argument("--search", metavar="TEXT", help="part of a key, label, session id or agent id")
     listing.add_argument("--all", action="store_true", help="include archived sessions")
     listing.add_argument(
-        "--limit", type=_count(1, 1000), default=50, metavar="N", help="page size (default 50)"
+        "--limit", type=count_between(1, 1000), default=50, metavar="N", help="page size (default 50)"
     )
     listing.add_argument(
-        "--offset", type=_count(0, 10_000_000), default=0, metavar="N", help="skip N sessions"
+        "--offset", type=count_between(0, 10_000_000), default=0, metavar="N", help="skip N sessions"
     )
 
     tree = builder.leaf(
@@ -259,7 +163,7 @@ def _sessions(builder: _Builder, commands: Any) -> None:
     )
     show.add_argument("key", metavar="KEY", help=KEY_HELP)
     show.add_argument(
-        "--limit", type=_count(1, 1000), default=200, metavar="N", help="last N messages (default 200)"
+        "--limit", type=count_between(1, 1000), default=200, metavar="N", help="last N messages (default 200)"
     )
     show.add_argument("--full", action="store_true", help="do not shorten long tool results")
 
@@ -295,7 +199,7 @@ def _sessions(builder: _Builder, commands: Any) -> None:
     tail.add_argument(
         "--from",
         dest="from_seq",
-        type=_count(0, 2**62),
+        type=count_between(0, 2**62),
         metavar="SEQ",
         help="first replay the events after sequence number SEQ (0: all); default: new events only",
     )
@@ -333,14 +237,14 @@ def _sessions(builder: _Builder, commands: Any) -> None:
     rm.add_argument("--cascade", action="store_true", help="also delete its branches and sub-agents")
 
 
-def _config(builder: _Builder, commands: Any) -> None:
+def _config(builder: Builder, commands: Any) -> None:
     group = builder.group(commands, "config", "the gateway's configuration")
     show = builder.leaf(group, "show", "the configuration in effect (secrets masked)", system.config_show)
     show.add_argument("key", metavar="KEY", nargs="?", help="only this dotted key, e.g. gateway.port")
     builder.leaf(group, "reload", "re-read the config file without a restart", system.config_reload)
 
 
-def _pairing(builder: _Builder, commands: Any) -> None:
+def _pairing(builder: Builder, commands: Any) -> None:
     group = builder.group(commands, "pairing", "direct-message senders waiting for approval")
     builder.leaf(group, "list", "pending pairing requests", system.pairing_list)
     approve = builder.leaf(
@@ -356,7 +260,7 @@ def _pairing(builder: _Builder, commands: Any) -> None:
     approve.add_argument("code", metavar="CODE", help="the code the sender was given")
 
 
-def _models(builder: _Builder, commands: Any) -> None:
+def _models(builder: Builder, commands: Any) -> None:
     group = builder.group(commands, "models", "the models the gateway knows")
     listing = builder.leaf(
         group,
@@ -378,7 +282,7 @@ def _models(builder: _Builder, commands: Any) -> None:
     usage.add_argument("--agent", metavar="ID", help="only this agent")
 
 
-def _tokens(builder: _Builder, commands: Any) -> None:
+def _tokens(builder: Builder, commands: Any) -> None:
     group = builder.group(commands, "tokens", "named tokens with fewer rights than the root token")
     create = builder.leaf(
         group,
@@ -401,12 +305,14 @@ def _tokens(builder: _Builder, commands: Any) -> None:
     revoke.add_argument("name", metavar="NAME", help="the token's name")
 
 
-def _approvals(builder: _Builder, commands: Any) -> None:
+def _approvals(builder: Builder, commands: Any) -> None:
     group = builder.group(commands, "approvals", "tool calls waiting for a person's decision")
     listing = builder.leaf(group, "list", "the calls waiting for a decision", approvals.approvals_list)
     listing.add_argument("--all", action="store_true", help="every request, with who decided it and when")
     listing.add_argument("--session", dest="key", metavar="KEY", help="only this session's requests")
-    listing.add_argument("--limit", type=_count(1, 500), default=100, help="at most this many (default 100)")
+    listing.add_argument(
+        "--limit", type=count_between(1, 500), default=100, help="at most this many (default 100)"
+    )
     approve = builder.leaf(group, "approve", "let the call run", approvals.approvals_approve)
     approve.add_argument("id", metavar="ID", help="the request's id (from `approvals list`)")
     approve.add_argument(
@@ -417,7 +323,7 @@ def _approvals(builder: _Builder, commands: Any) -> None:
     deny.add_argument("--reason", metavar="TEXT", help="why (the model reads it)")
 
 
-def _mcp(builder: _Builder, commands: Any) -> None:
+def _mcp(builder: Builder, commands: Any) -> None:
     group = builder.group(commands, "mcp", "MCP servers whose tools the agents use")
     builder.leaf(
         group, "list", "every configured server of every agent: state, tools, last error", extensions.mcp_list
@@ -433,7 +339,7 @@ def _mcp(builder: _Builder, commands: Any) -> None:
     restart.add_argument("--agent", metavar="ID", help="only this agent's instance (default: every agent's)")
 
 
-def _extensions(builder: _Builder, commands: Any) -> None:
+def _extensions(builder: Builder, commands: Any) -> None:
     group = builder.group(commands, "extensions", "Python extensions and whether they may run")
     builder.leaf(
         group,
@@ -500,14 +406,14 @@ def _cron_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--thread", metavar="ID", help="post into this thread (Slack thread_ts)")
 
 
-def _cron(builder: _Builder, commands: Any) -> None:
+def _cron(builder: Builder, commands: Any) -> None:
     group = builder.group(commands, "cron", "scheduled jobs: an agent gets a message on a schedule")
     listing = builder.leaf(
         group, "list", "every job with its next and last run and their outcome", cron.cron_list
     )
     listing.add_argument("--agent", metavar="ID", help="only this agent's jobs")
     listing.add_argument(
-        "--limit", type=_count(1, 200), default=200, metavar="N", help="at most N jobs (default 200)"
+        "--limit", type=count_between(1, 200), default=200, metavar="N", help="at most N jobs (default 200)"
     )
     get = builder.leaf(group, "get", "one job in full", cron.cron_get)
     get.add_argument("id", metavar="ID", help="the job's id (see `cron list`)")
@@ -551,5 +457,5 @@ def _cron(builder: _Builder, commands: Any) -> None:
     runs.add_argument("id", metavar="ID", nargs="?", help="only this job's runs")
     runs.add_argument("--status", choices=("ok", "error"), help="only runs with this outcome")
     runs.add_argument(
-        "--limit", type=_count(1, 200), default=20, metavar="N", help="at most N runs (default 20)"
+        "--limit", type=count_between(1, 200), default=20, metavar="N", help="at most N runs (default 20)"
     )

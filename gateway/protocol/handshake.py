@@ -1,5 +1,9 @@
 """The `connect` handshake, sans I/O: the challenge, validating `connect`, building `hello-ok`.
 
+It stays one module (and is long) because it is one ordered list of checks, each beside the
+OpenClaw-shaped answer it gives, and `hello-ok` is built from what those checks established;
+parameter models and their error wording are in `params` and `validation_errors`.
+
 Order of checks in `validate_connect`, each failure answered the way OpenClaw answers it
 (`reference/openclaw-gateway.md` sections 3.2-3.5):
 

@@ -1,13 +1,13 @@
 """The rules of exec mediation: one function per dangerous program, plus rules over
 interpreter one-liners, redirections and credential paths.
 
+It stays one module because it is one table: `COMMAND_RULES` and `rule_for` at the end name
+every rule above them, and each rule is a short function best read beside its neighbours.
+
 A rule receives the command's name (wrappers such as ``sudo`` already stripped) and arguments,
 and reports findings to a `FindingSink`; it recurses through the sink into command lines that
 the command will run (``bash -c``, ``eval``, ``find -exec``, ``watch``). Relative paths are
 resolved through the sink, so ``cd / && rm -rf *`` is judged as ``rm -rf /*``.
-
-It stays one module because it is one table: `COMMAND_RULES` and `rule_for` at the end name
-every rule above them, and each rule is a short function best read beside its neighbours.
 """
 
 from __future__ import annotations

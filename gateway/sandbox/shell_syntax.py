@@ -1,5 +1,8 @@
 """A static reading of a shell command line for exec mediation, over the tree-sitter-bash grammar.
 
+It stays one module (and is long) because the reader is one recursive walk whose node handlers
+call each other and share its state; its result types are in `shell_script`.
+
 `read_script(text)` parses the line with tree-sitter-bash and walks the syntax tree in the order
 the shell would run it, keeping the little shell state a static reader can know: variables given
 literal values, the directory a ``cd`` moved to, the functions defined. It returns every simple
@@ -13,8 +16,7 @@ jobs, and parts of the line the grammar could not parse. The reader never runs a
 raises; the rules in `exec_mediation` and `exec_rules` judge what it found.
 
 What it returns (`Script`, `Command`, ...) is defined in `shell_script`; decoding single words
-lives in `shell_words`. The reader itself stays one module because it is one recursive walk
-whose node handlers call each other and share its state.
+lives in `shell_words`.
 """
 
 from __future__ import annotations
