@@ -22,8 +22,12 @@ bytecode: $(STAMP)
 run: $(STAMP) bytecode
 	$(BIN)/gatewayd $(ARGS)
 
+# The suite waits on daemons and subprocesses more than it computes: three workers keep two
+# cores busy. PYTEST_WORKERS=0 runs it in this process, one test after another.
+PYTEST_WORKERS ?= 3
+
 test: $(STAMP) bytecode
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check agent_core sessions gateway bindings migrations tests bench

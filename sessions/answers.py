@@ -8,7 +8,8 @@ from the caller instead of the model. It takes two steps:
    (`in_flight`, then the stored outcome), so nothing is acted on twice.
 2. `reply` publishes the answer, once: the events of a one-turn run (`agent.started`, the user
    message, the reply streamed as one delta and completed, `agent.finished`) in the session the
-   caller names, then the run's result and the input's outcome (`done`).
+   caller names, committed with the run's result and the input's outcome (`done`): whoever has
+   seen the answer finds the input settled.
 
 The exchange is not part of the transcript: the model never sees it, and a message answered
 while a run is active never splits that run's messages. Clients that follow events, chat
@@ -21,7 +22,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from agent_core import AssistantMessage, TextContent, UserMessage
+from agent_core import AssistantMessage, TextContent, Usage, UserMessage
+from sessions._direct_write import DirectWrite
 from sessions.errors import Conflict, NotFound
 from sessions.event_payloads import (
     AgentFinished,
@@ -130,7 +132,6 @@ class Answers:
         )
         if session_key is not None:
             events = [dataclasses.replace(event, session_key=session_key) for event in events]
-        await self._journal.commit(JournalItem(session_id, events=events))
         result = {
             "runId": idempotency_key,
             "status": Outcome.OK.value,
@@ -138,10 +139,22 @@ class Answers:
             "terminationReason": TerminationReason.NO_TOOL_CALLS.value,
             "stopReason": "stop",
         }
-        await self._store.runs.finish(
-            idempotency_key,
-            status=RunStatus.DONE,
-            termination_reason=TerminationReason.NO_TOOL_CALLS,
-            result=result,
-        )
-        await self._inputs.settle([idempotency_key], InputStatus.DONE, run_id=idempotency_key)
+
+        async def outcome(tx: DirectWrite) -> None:
+            # With the events, so that no one who has seen the answer finds the input unsettled.
+            await self._store.runs.finish_in(
+                tx,
+                idempotency_key,
+                session_id=session_id,
+                status=RunStatus.DONE,
+                termination_reason=TerminationReason.NO_TOOL_CALLS,
+                error=None,
+                result=result,
+                usage=Usage(),
+            )
+            await self._store.inputs.move_in(
+                tx, [idempotency_key], status=InputStatus.DONE, run_id=idempotency_key
+            )
+
+        await self._journal.commit(JournalItem(session_id, events=events, extra=outcome))
+        self._inputs.settled([idempotency_key])

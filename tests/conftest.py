@@ -2,7 +2,8 @@
 
 Every test runs with `GATEWAY_HOME` (and `HOME`) pointed at a fresh temporary directory, and an
 audit hook fails any test that opens a file under the real gateway home or connects a socket to an
-address that is not loopback. Daemons started by tests inherit the temporary environment.
+address that is not loopback. Daemons started by tests inherit the temporary environment, which
+has no terminal size (COLUMNS, LINES) in it.
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ import ipaddress
 import os
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.exclusive import MARKER as EXCLUSIVE_MARKER
+from tests.exclusive import MachineLock, worker_lock
 
 _REAL_HOME = Path(os.environ.get("GATEWAY_HOME") or Path.home() / ".gateway").resolve()
 _violations: list[str] = []
@@ -74,6 +78,47 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 
 sys.addaudithook(_audit)
+
+
+def _forget_the_terminal_size() -> None:
+    """Children must not inherit a terminal width. pytest imports `readline` early, and GNU
+    readline exports COLUMNS and LINES (80x24 from terminfo when there is no terminal) into the C
+    environment: every child then inherits them (an xdist worker even sees them in `os.environ`),
+    and `gatewayctl` would wrap and truncate its piped output at 80 columns. A width a developer
+    exported in their shell must not change what the tests see either."""
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
+        os.unsetenv(name)  # also when only the C environment has it (os.environ never saw it)
+
+
+_forget_the_terminal_size()
+
+_MACHINE_LOCK = pytest.StashKey[MachineLock | None]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", EXCLUSIVE_MARKER)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_MACHINE_LOCK] = worker_lock(session.config)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    lock = session.config.stash.get(_MACHINE_LOCK, None)
+    if lock is not None:
+        lock.close()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
+    lock = item.config.stash.get(_MACHINE_LOCK, None)
+    if lock is None:
+        return (yield)
+    with lock.hold(exclusive=item.get_closest_marker("exclusive") is not None):
+        return (yield)
 
 
 @pytest.fixture(autouse=True)

@@ -328,29 +328,32 @@ def _head(text: str, lines: int = 20) -> str:
 
 
 def render_config(console: Console, config: Mapping[str, Any], path: str | None) -> None:
-    """The configuration in TOML form (unset values as comments)."""
-    console.print(Text(f"# config file: {path or 'none (built-in defaults and environment)'}", style="dim"))
+    """The configuration in TOML form (unset values as comments). Lines are never wrapped at the
+    console width (a wrapped `key = "value"` is no longer TOML), so the output can be saved as a
+    config file at any width."""
+    line = Text(f"# config file: {path or 'none (built-in defaults and environment)'}", style="dim")
+    console.print(line, soft_wrap=True)
     scalars = {k: v for k, v in config.items() if not isinstance(v, dict | list)}
     for key, value in scalars.items():
-        console.print(_toml_line(key, value))
+        console.print(_toml_line(key, value), soft_wrap=True)
     for key, value in config.items():
         if isinstance(value, dict):
             _toml_table(console, key, value)
         elif isinstance(value, list) and all(isinstance(v, dict) for v in value) and value:
             for item in value:
-                console.print(Text(f"\n[[{key}]]", style="bold"))
+                console.print(Text(f"\n[[{key}]]", style="bold"), soft_wrap=True)
                 for k, v in item.items():
-                    console.print(_toml_line(k, v))
+                    console.print(_toml_line(k, v), soft_wrap=True)
         elif isinstance(value, list):
-            console.print(_toml_line(key, value))
+            console.print(_toml_line(key, value), soft_wrap=True)
 
 
 def _toml_table(console: Console, name: str, table: Mapping[str, Any]) -> None:
-    console.print(Text(f"\n[{name}]", style="bold"))
+    console.print(Text(f"\n[{name}]", style="bold"), soft_wrap=True)
     nested = {k: v for k, v in table.items() if isinstance(v, dict)}
     for key, value in table.items():
         if key not in nested:
-            console.print(_toml_line(key, value))
+            console.print(_toml_line(key, value), soft_wrap=True)
     for key, value in nested.items():
         _toml_table(console, f"{name}.{key}", value)
 

@@ -40,7 +40,10 @@ approval_timeout_s = 1
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
-    started = start_daemon(tmp_path_factory.mktemp("approvals"), config=CONFIG)
+    # A test that fails while a call waits for a decision leaves that run in flight, and the stop
+    # would give it the default grace (30 s) before the next module could start.
+    config = "[gateway]\nshutdown_grace_s = 1\n" + CONFIG
+    started = start_daemon(tmp_path_factory.mktemp("approvals"), config=config)
     try:
         yield started
     finally:

@@ -155,6 +155,7 @@ def _held_from(daemon: Daemon, source: str) -> int:
     return min(reads)
 
 
+@pytest.mark.exclusive  # the real client's latency is measured: other workers' load would be in it
 async def test_slow_handshakes_are_cut_off_and_capped_while_a_real_client_is_served(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
@@ -184,7 +185,7 @@ async def test_slow_handshakes_are_cut_off_and_capped_while_a_real_client_is_ser
     assert max(attacker.lifetimes) < timeout_s + 1.5, sorted(attacker.lifetimes)[-5:]
     assert max(held) <= 128, f"the daemon held {max(held)} unauthenticated connections from one address"
     assert door["refusedOverQuota"] > 0 and door["timedOut"] > 0, door
-    p99 = percentile(latencies, 99)
+    p99 = percentile(latencies, 0.99)
     assert p99 < 0.100, f"connect+health p99 {p99 * 1000:.0f} ms over {len(latencies)} samples"
 
 

@@ -284,7 +284,13 @@ _STARTED_IN_PROCESS = textwrap.dedent(
 
     def watch():
         hello = asyncio.run(first_handshake())
-        state = {"hello": hello, "modules": sorted(sys.modules), "gc_enabled": gc.isenabled(),
+        modules = sorted(sys.modules)
+        # The socket listens before uvicorn reports that it started, so the first handshake can
+        # be answered a moment before the daemon turns the collector back on.
+        deadline = time.monotonic() + 10
+        while not gc.isenabled() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        state = {"hello": hello, "modules": modules, "gc_enabled": gc.isenabled(),
                  "gc_frozen": gc.get_freeze_count()}
         with open(report, "w") as out:
             json.dump(state, out)

@@ -5,6 +5,7 @@ the tests run as root)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -131,8 +132,6 @@ async def test_tool_printing_gigabytes_keeps_output_capped_and_daemon_memory_fla
     """Once, in the default confinement: both runners read output through the same capped loop."""
     total = 2_000_000_000
     key = "agent:main:firehose"
-    async with connected(long_timeout) as client:
-        size_before = (await client.call("status"))["database"]["sizeBytes"]
     async with RssSampler(long_timeout) as rss:
         outcome = await _tool_run(long_timeout, key, {"command": f"yes | head -c {total}"}, wait_s=80)
     tool = outcome["_tool"]
@@ -145,7 +144,9 @@ async def test_tool_printing_gigabytes_keeps_output_capped_and_daemon_memory_fla
     baseline = rss.baseline / 2**20
     print(f"{total / 1e9:.0f} GB of tool output: daemon RSS peak +{grew:.1f} MiB over {baseline:.1f} MiB")
     assert grew < 64, f"daemon RSS rose by {grew:.1f} MiB while the tool printed {total / 2**30:.1f} GiB"
-    async with connected(long_timeout) as client:
-        size_after = (await client.call("status"))["database"]["sizeBytes"]
-    assert size_after - size_before < 8 * 2**20, "the tool's output flooded the event log"
+    # What the session keeps: the capped result and the throttled partial tails (about 60 kB a
+    # second here). Measured on the events, not the file: the WAL grows with the number of
+    # commits and how long readers hold off checkpoints, which a busy machine stretches.
+    stored = sum(len(json.dumps(event)) for event in await event_log(long_timeout, key))
+    assert stored < 8 * 2**20, f"the tool's output flooded the event log ({stored:,} bytes)"
     await wait_until(lambda: not processes_with(f"head -c {total}"), timeout=5, what="the pipeline to end")
