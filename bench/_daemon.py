@@ -10,6 +10,7 @@ With `profile=path`, the daemon runs under cProfile and writes its stats to `pat
 
 from __future__ import annotations
 
+import ctypes
 import os
 import secrets
 import signal
@@ -78,11 +79,13 @@ def spawn(
     env: Mapping[str, str] | None = None,
     config: str | None = None,
     profile: Path | None = None,
+    token: str | None = None,
 ) -> Daemon:
     """Spawn gatewayd on a free loopback port with `home` as its state directory; returns at once
-    (the caller waits for it to accept connections)."""
+    (the caller waits for it to accept connections). `token` is the auth token (nodes of one
+    cluster share theirs); a new random one when None."""
     port = free_port()
-    token = secrets.token_urlsafe(24)
+    token = token or secrets.token_urlsafe(24)
     full_env = dict(os.environ)
     for name in ("GATEWAY_CONFIG", "GATEWAY_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         full_env.pop(name, None)
@@ -109,8 +112,29 @@ def spawn(
         command += ["--config", str(config_path)]
     with open(home / "daemon.out", "wb") as out, open(home / "daemon.err", "wb") as err:
         started = time.monotonic()
-        proc = subprocess.Popen(command, stdout=out, stderr=err, env=full_env, cwd=str(home))
+        proc = subprocess.Popen(
+            # One foreign call between fork and exec, with libc loaded beforehand.
+            command,
+            stdout=out,
+            stderr=err,
+            env=full_env,
+            cwd=str(home),
+            preexec_fn=_die_with_parent,  # noqa: PLW1509
+        )
     return Daemon(proc=proc, home=home, host=HOST, port=port, token=token, started_at=started)
+
+
+PR_SET_PDEATHSIG = 1
+"""prctl(2): the signal a child gets when its parent dies."""
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM it when the benchmark process dies (a benchmark killed
+    by its caller must not leave daemons behind). Linux only; elsewhere nothing. Strictly, the
+    signal comes when the spawning *thread* ends: benchmarks spawn from their main thread."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def wait_listening(daemon: Daemon, timeout: float = 30.0) -> None:

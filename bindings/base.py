@@ -206,8 +206,7 @@ class ChatBinding(ABC, Generic[ConfigT, EventT]):
 
     async def _main(self) -> None:
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(self.relay.run())
-            tg.create_task(self._recover())
+            tg.create_task(self._relay())
             if not await self._prepare():
                 return
             if self._streaming:
@@ -216,6 +215,12 @@ class ChatBinding(ABC, Generic[ConfigT, EventT]):
             else:
                 self.machine.transition(ConnectionState.CONNECTING)
                 self.machine.transition(ConnectionState.READY)
+
+    async def _relay(self) -> None:
+        """Finish the replies the outbox holds first (their runs are not streamed a second time
+        from what the relay gathered before it started), then relay."""
+        await self._recover()
+        await self.relay.run()
 
     async def _recover(self) -> None:
         try:

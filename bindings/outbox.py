@@ -286,9 +286,15 @@ class ReplyRelay:
     async def recover(self) -> int:
         """Finish the chunks a previous process left in flight: post the `pending` ones again
         with their key (so a post that did reach the platform is not repeated), and make the
-        `sent`/`edited` ones show their last saved text. Returns how many were settled."""
+        `sent`/`edited` ones show their last saved text. Returns how many were settled.
+
+        A run whose reply this finishes is not also streamed from what the relay gathered before
+        it started (in a cluster, a standing-by node hears other nodes' runs): its events are
+        ignored from now on."""
         settled = 0
         for record in await self._store.outbox_pending(self._platform, self._account_id):
+            self._streams.pop(record.run_id, None)
+            _remember(self._finished, record.run_id, None, self._settings.max_routes)
             try:
                 if record.state == "pending" or record.platform_message_id is None:
                     message_id = await self._transport.post_message(

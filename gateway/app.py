@@ -56,6 +56,7 @@ from sessions.profiles import RunSettings
 if TYPE_CHECKING:
     from gateway.automation import Automation
     from gateway.channels import Channels
+    from gateway.cluster.node import ClusterNode
     from gateway.extensions.runtime import Extensions
     from gateway.tokens import NamedToken
     from sessions.db import Database
@@ -171,6 +172,8 @@ class Gateway:
         """MCP servers and Python extensions, from `start()` on."""
         self.telemetry: Telemetry | None = None
         """Metrics and traces (`gateway.telemetry`), from `start()` on."""
+        self.cluster: ClusterNode | None = None
+        """This daemon as a node of a cluster (`gateway.cluster`); None on one node."""
         self.start_error: Exception | None = None
         """Why `start` failed (for the command line to report)."""
 
@@ -192,14 +195,20 @@ class Gateway:
         directory = Directory(config)
         self.tools = make_tools_factory(config, self.running_state)
         router = ModelRouter()
+        publisher = Publisher(hub, bridge)
         manager = SessionManager(
             store,
             directory=directory,
-            publisher=Publisher(hub, bridge),
+            publisher=publisher,
             settings=run_settings(config),
             tools_factory=self.tools,
             stream_fn=router.stream,
         )
+        if config.clustered:
+            from gateway.cluster.node import ClusterNode
+
+            self.cluster = ClusterNode(config, manager, local=publisher.local(), bridge=bridge)
+            publisher.cluster = self.cluster
         router.bind(lambda: self.running_state().directory, lambda session_id: _agent_of(manager, session_id))
         bridge.list_sessions_with(store.tree.get_session, lambda record: session_row(record, manager))
         state = GatewayState(
@@ -215,7 +224,10 @@ class Gateway:
             config_path=str(config.source_path) if config.source_path else None,
             config_view=redacted(config),
             reload_hook=self.reload,
+            node_id=config.node_id,
         )
+        if self.cluster is not None:
+            self.cluster.attach_approvals(state.approvals)
         state.sandbox_status = self.tools.sandbox_status
         state.door = self.door
         self.state = state
@@ -226,6 +238,9 @@ class Gateway:
         self.telemetry = Telemetry(config.metrics, self.env if self.env is not None else os.environ)
         await self.telemetry.start(state, self.channels)
         await state.approvals.start()  # requests left pending by a previous process end here
+        if self.cluster is not None:
+            await self.cluster.start()
+            state.cluster = self.cluster.membership
         await manager.start()
         if self.channels is not None:
             await self.channels.start()
@@ -243,7 +258,12 @@ class Gateway:
             return
         from gateway.channels import Channels
 
-        self.channels = Channels(self.config, state, database=database, env=self.env)
+        leases = None
+        if self.config.clustered:
+            from gateway.cluster.leases import Leases
+
+            leases = Leases(database, node_id=self.config.node_id)  # one node per account
+        self.channels = Channels(self.config, state, database=database, env=self.env, leases=leases)
         state.attach_channels(self.channels)
 
     def _build_automation(self, state: GatewayState) -> None:
@@ -330,6 +350,8 @@ class Gateway:
                 await self.automation.aclose()  # nothing new fires while runs wind down
             if self.channels is not None:
                 self.channels.stop_inbound()
+            if self.cluster is not None:
+                await self.cluster.drain()  # takes no more sessions; releases them after the runs
             await state.commands.aclose()
             await state.manager.aclose()
             if self.channels is not None:
@@ -348,6 +370,8 @@ class Gateway:
                 await self._tick
         if self.telemetry is not None:
             await self.telemetry.aclose()  # after the drain: the runs' last events are counted
+        if self.cluster is not None:
+            await self.cluster.aclose()
         if self.state is not None:
             await self.state.loop_lag.aclose()
             await self.state.bridge.aclose()
@@ -465,10 +489,20 @@ class Publisher:
     def __init__(self, hub: Hub, bridge: Bridge) -> None:
         self._hub = hub
         self._bridge = bridge
+        self.cluster: ClusterNode | None = None
+        """In a cluster, where this node's committed events and session changes also go."""
 
     def publish(self, event: SessionEvent) -> None:
         self._hub.session_named(event.session_key, event.session_id)
         self._bridge.publish(event)
+        if self.cluster is not None:
+            self.cluster.published(event)
 
     def session_changed(self, session_id: str, reason: str) -> None:
         self._bridge.session_changed(session_id, reason)
+        if self.cluster is not None:
+            self.cluster.session_changed(session_id, reason)
+
+    def local(self) -> Publisher:
+        """A publisher to this node's clients only (for events that came from other nodes)."""
+        return Publisher(self._hub, self._bridge)

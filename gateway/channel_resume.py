@@ -46,6 +46,20 @@ async def run_reply_text(store: Store, session_id: str, run_id: str) -> str:
         after = batch[-1].seq
 
 
+async def runs_in_flight(
+    channels: ChannelStore, sessions: Store, *, platform: str, account_id: str
+) -> list[str]:
+    """Runs with unfinished outbox records of one account that are still recorded as running
+    (in a cluster: cut off on a node that died, until the node taking its session closes them)."""
+    pending = {record.run_id for record in await channels.outbox_pending(platform, account_id)}
+    running = []
+    for run_id in sorted(pending):
+        run = await sessions.runs.get(run_id)
+        if run is not None and run.status == RunStatus.RUNNING:
+            running.append(run_id)
+    return running
+
+
 def reply_chunks(text: str, termination_reason: str | None, chunk_limit: int) -> list[str]:
     """The message texts the relay would show for a finished run (see `bindings.outbox`)."""
     rendered = render_reply(text, reply_kind(termination_reason))

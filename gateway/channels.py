@@ -23,6 +23,15 @@ What the daemon asks: `status()` (`channels.status`), `tools_for()` (a session's
 `pairing_list()` / `pairing_approve()`, and `webhooks`, the endpoints served under
 `/bindings/discord/<account>/interactions`, `/bindings/slack/<account>/events` and
 `/bindings/slack/<account>/interactivity`.
+
+In a cluster (`leases` given) each account runs on the one node that holds its lease
+(`ChannelLeasing`): the others keep it on standby, and whoever takes the lease settles the
+account's outbox and connects. A binding stopped because its lease was lost is replaced by a
+fresh, unstarted one (a binding starts once), ready for the next time this node takes the lease.
+The webhook endpoints are mounted on every node, whoever holds the lease: a request is
+deduplicated and recorded in the input ledger in the shared database, so it runs at most once
+whichever node a load balancer sends it to (a Slack Events API account on standby answers 503
+until it has connected once here: its token check runs at start).
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 import structlog
 from starlette.routing import Route, Router
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent_core import AgentTool
 from bindings import (
@@ -57,9 +67,10 @@ from bindings import (
 from gateway.channel_approvals import ChannelApprovals
 from gateway.channel_config import enabled_accounts, source_name, validate_bindings
 from gateway.channel_inputs import ChannelInputs
+from gateway.channel_leasing import ChannelLeasing
 from gateway.channel_pairing import Pairing
 from gateway.channel_replies import Owner, ReplyFeed
-from gateway.channel_resume import settle_outbox
+from gateway.channel_resume import runs_in_flight, settle_outbox
 from gateway.channel_store import ChannelStore
 from gateway.config import GatewayConfig
 from gateway.errors import ConfigError, ConfigProblem
@@ -69,12 +80,15 @@ from sessions.errors import SessionsError
 from sessions.records import SessionRecord
 
 if TYPE_CHECKING:
+    from gateway.cluster.leases import Leases
     from gateway.state import GatewayState
 
 log = structlog.get_logger("gateway.channels")
 
 SWEEP_INTERVAL_S = 300.0
 STOP_GRACE_S = 5.0
+TAKEOVER_GRACE_S = 5.0
+"""Past a lease, how long a node that takes an account waits for its cut-off runs to close."""
 """How long `stop()` lets the relays finish the replies of runs that just ended."""
 HTTP_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 
@@ -119,11 +133,25 @@ class _Binding(Protocol):
     async def show_approval(self, message: ApprovalMessage, approval: dict[str, Any]) -> None: ...
 
 
+class _Endpoint:
+    """A webhook endpoint of whichever binding object serves its account now (in a cluster, a
+    binding stopped when its lease was lost is replaced by a fresh one)."""
+
+    def __init__(self, apps: Mapping[str, ASGIApp], path: str) -> None:
+        self._apps = apps
+        self._path = path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._apps[self._path](scope, receive, send)
+
+
 class Channels:
     """The configured bindings, their host, and what the daemon asks of them.
 
     Raises `ConfigError` for an invalid `[bindings]` table or a secret whose environment variable
-    is not set. `env` holds the secrets (default: the process environment).
+    is not set. `env` holds the secrets (default: the process environment). `leases`: this
+    node's leases in a cluster (each account then runs only where its lease is held); None for
+    one node, where every account runs here.
     """
 
     def __init__(
@@ -133,6 +161,7 @@ class Channels:
         *,
         database: Database,
         env: Mapping[str, str] | None = None,
+        leases: Leases | None = None,
     ) -> None:
         self._state = state
         self._settings = validate_bindings(config, env)
@@ -147,6 +176,7 @@ class Channels:
         self._chunk_limits: dict[str, int] = {}
         self._modes: dict[str, str] = {}
         self._configs: dict[str, DiscordAccountConfig | SlackAccountConfig] = {}
+        self._endpoints: dict[str, ASGIApp] = {}
         self._env = env
         self.messages = MessageTally()
         """Messages in and out, counted by the metrics (`gateway.telemetry`)."""
@@ -157,26 +187,24 @@ class Channels:
         self._remove_listener: Callable[[], None] | None = state.bridge.add_listener(self.feed.on_event)
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._leasing: ChannelLeasing | None = None
+        self._lease_ttl_s = config.cluster.lease_ttl_s
+        if leases is not None:
+            self._leasing = ChannelLeasing(
+                leases,
+                list(self._bindings),
+                start=self._start_binding,
+                stop=self._stop_binding,
+                ttl_s=config.cluster.lease_ttl_s,
+            )
 
     # -- construction ------------------------------------------------------------------------
 
     def _build(self, env: Mapping[str, str] | None) -> None:
         for platform, account_id, cfg in enabled_accounts(self._settings):
             binding_id = f"{platform}:{account_id}"
-            host = CountedChannelHost(
-                binding_id,
-                tally=self.messages,
-                inputs=self._inputs,
-                feed=self.feed,
-                store=self.store,
-                report_state=self.report_state,
-            )
             try:
-                binding: _Binding
-                if isinstance(cfg, DiscordAccountConfig):
-                    binding = DiscordBinding(cfg, host, self._http, account_id=account_id, env=env)
-                else:
-                    binding = SlackBinding(cfg, host, self._http, account_id=account_id, env=env)
+                binding = self._make_binding(account_id, cfg, env)
             except BindingConfigError as exc:
                 where = f"bindings.{platform}.{account_id}"
                 raise ConfigError([ConfigProblem(self._source, where, str(exc))]) from None
@@ -184,18 +212,39 @@ class Channels:
             self._configs[binding_id] = cfg
             self._chunk_limits[binding_id] = cfg.chunk_limit
             self._modes[binding_id] = cfg.mode
+            self._endpoints.update(self._webhook_apps(binding))
+
+    def _make_binding(
+        self, account_id: str, cfg: DiscordAccountConfig | SlackAccountConfig, env: Mapping[str, str] | None
+    ) -> _Binding:
+        """A new, unstarted binding of one account. Raises BindingConfigError."""
+        platform = "discord" if isinstance(cfg, DiscordAccountConfig) else "slack"
+        host = CountedChannelHost(
+            f"{platform}:{account_id}",
+            tally=self.messages,
+            inputs=self._inputs,
+            feed=self.feed,
+            store=self.store,
+            report_state=self.report_state,
+        )
+        if isinstance(cfg, DiscordAccountConfig):
+            return DiscordBinding(cfg, host, self._http, account_id=account_id, env=env)
+        return SlackBinding(cfg, host, self._http, account_id=account_id, env=env)
+
+    def _webhook_apps(self, binding: _Binding) -> dict[str, ASGIApp]:
+        """The webhook endpoints of a binding, by path, for its account's mode."""
+        mode = self._modes[binding.binding_id]
+        if isinstance(binding, DiscordBinding) and mode == "interactions":
+            return {f"/discord/{binding.account_id}/interactions": binding.interactions_app()}
+        if isinstance(binding, SlackBinding) and mode == "events":
+            return {
+                f"/slack/{binding.account_id}/events": binding.events_app(),
+                f"/slack/{binding.account_id}/interactivity": binding.interactivity_app(),
+            }
+        return {}
 
     def _webhook_router(self) -> Router:
-        routes: list[Route] = []
-        for binding in self._bindings.values():
-            mode = self._modes[binding.binding_id]
-            if isinstance(binding, DiscordBinding) and mode == "interactions":
-                path = f"/discord/{binding.account_id}/interactions"
-                routes.append(Route(path, endpoint=binding.interactions_app()))
-            elif isinstance(binding, SlackBinding) and mode == "events":
-                routes.append(Route(f"/slack/{binding.account_id}/events", endpoint=binding.events_app()))
-                path = f"/slack/{binding.account_id}/interactivity"
-                routes.append(Route(path, endpoint=binding.interactivity_app()))
+        routes = [Route(path, endpoint=_Endpoint(self._endpoints, path)) for path in self._endpoints]
         return Router(routes=routes, redirect_slashes=False)
 
     @property
@@ -206,25 +255,75 @@ class Channels:
 
     async def start(self) -> None:
         """Finish the replies a previous process left in flight, then start every binding
-        (they connect in the background). Call after the session manager started."""
+        (they connect in the background); in a cluster, begin taking the leases of the accounts
+        instead, each started once its lease is held here. Call after the session manager
+        started."""
         if self._task is not None or self._closed:
             return
-        for binding_id, binding in self._bindings.items():
-            try:
-                await settle_outbox(
-                    self.store,
-                    self._state.store,
-                    platform=binding.platform,
-                    account_id=binding.account_id,
-                    chunk_limit=self._chunk_limits[binding_id],
-                )
-            except SessionsError:
-                log.exception("could not settle the outbox", binding=binding_id)
+        if self._leasing is None:
+            for binding_id in self._bindings:
+                await self._settle(binding_id)
         self._inputs.accepting = True
         self.approvals.start()
         self._task = asyncio.create_task(self._background(), name="channels")
+        if self._leasing is not None:
+            self._leasing.start()
+            return
         for binding in self._bindings.values():
             await binding.start()
+
+    async def _settle(self, binding_id: str) -> None:
+        binding = self._bindings[binding_id]
+        try:
+            await settle_outbox(
+                self.store,
+                self._state.store,
+                platform=binding.platform,
+                account_id=binding.account_id,
+                chunk_limit=self._chunk_limits[binding_id],
+            )
+        except SessionsError:
+            log.exception("could not settle the outbox", binding=binding_id)
+
+    async def _start_binding(self, binding_id: str) -> None:
+        """This node took the account's lease: finish the replies left in flight, connect."""
+        if self._closed:
+            return  # stopping: `stop()` gives the lease back
+        await self._await_cut_off_runs(binding_id)
+        await self._settle(binding_id)
+        await self._bindings[binding_id].start()
+
+    async def _await_cut_off_runs(self, binding_id: str) -> None:
+        """The account's replies left in flight by the node that held it are finished by
+        editing once their runs are closed: wait (at most a lease and a few seconds) for the node
+        that takes each session over to close its cut-off run."""
+        binding = self._bindings[binding_id]
+        deadline = time.monotonic() + self._lease_ttl_s + TAKEOVER_GRACE_S
+        while time.monotonic() < deadline:
+            try:
+                running = await runs_in_flight(
+                    self.store, self._state.store, platform=binding.platform, account_id=binding.account_id
+                )
+            except SessionsError:
+                log.exception("could not read the runs left in flight", binding=binding_id)
+                return
+            if not running:
+                return
+            await asyncio.sleep(0.1)
+        log.warning("starting with replies whose runs are still open", binding=binding_id)
+
+    async def _stop_binding(self, binding_id: str) -> None:
+        """This node lost (or gives up) the account's lease: disconnect, and keep a fresh binding
+        on standby for the next time the lease is taken here. Raises BindingConfigError when the
+        account's settings no longer build a binding (the standby object stays the closed one)."""
+        await self._bindings[binding_id].aclose()
+        if self._closed:
+            return
+        old = self._bindings[binding_id]
+        fresh = self._make_binding(old.account_id, self._configs[binding_id], self._env)
+        fresh.attach_approvals(self.approvals)
+        self._bindings[binding_id] = fresh
+        self._endpoints.update(self._webhook_apps(fresh))
 
     def stop_inbound(self) -> None:
         """Take no more messages (the gateway is draining). Idempotent."""
@@ -241,6 +340,8 @@ class Channels:
         while time.monotonic() < deadline and self._streaming():  # noqa: ASYNC110 - relays expose a count only
             await asyncio.sleep(0.05)
         await self.approvals.aclose()
+        if self._leasing is not None:
+            await self._leasing.aclose()  # disconnects, then lets another node connect at once
         for binding in self._bindings.values():
             try:
                 await binding.aclose()
@@ -326,13 +427,16 @@ class Channels:
     # -- what the daemon asks ----------------------------------------------------------------
 
     def status(self) -> list[dict[str, Any]]:
-        """One row per binding: `state` (connecting | ready | resuming | closed), `lastInboundAt`
-        (Unix ms of the last frame received, null before the first) and
-        `secondsSinceLastInbound`."""
+        """One row per binding: `state` (connecting | ready | resuming | closed; in a cluster
+        `standby` while another node, or none yet, holds the account), `lastInboundAt` (Unix ms
+        of the last frame received, null before the first) and `secondsSinceLastInbound`. In a
+        cluster, `holder`: the node holding the account's lease (null: none known)."""
         now = time.time()
         rows = []
         for binding_id, binding in self._bindings.items():
             state, last = self._reported.get(binding_id, (binding.state.value, None))
+            if self._leasing is not None and not self._leasing.running(binding_id):
+                state = "standby"
             rows.append(
                 {
                     "id": binding_id,
@@ -347,6 +451,8 @@ class Channels:
                     "replyStreams": binding.relay.active_streams,
                 }
             )
+            if self._leasing is not None:
+                rows[-1]["holder"] = self._leasing.holder(binding_id)
         return rows
 
     def tools_for(self, session: SessionRecord) -> list[AgentTool]:

@@ -1,7 +1,8 @@
 """`SessionRow`: how a session is shown to clients (`sessions.list`, `sessions.describe`, trees,
 `sessions.changed`). It carries the fields PROTOCOL.md names plus the OpenClaw fields clients
 read most (`agentId`, `displayName`, token totals, `effectiveQueueMode`, `modelProvider`).
-`model` is the model a run would use: the session's own (`modelOverride`), else its agent's."""
+`model` is the model a run would use: the session's own (`modelOverride`), else its agent's.
+`ownerNode` (in a cluster only) names the node whose lane holds the session."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def session_row(record: SessionRecord, manager: SessionManager | None = None) ->
     keys = list(record.keys)
     key = keys[0] if keys else None
     model = _effective_model(record, manager)
-    return {
+    row: dict[str, Any] = {
         "key": key,
         "keys": keys,
         "sessionId": record.id,
@@ -53,6 +54,9 @@ def session_row(record: SessionRecord, manager: SessionManager | None = None) ->
         "lastSeq": record.last_seq,
         "origin": record.origin,
     }
+    if record.owner_node is not None:
+        row["ownerNode"] = record.owner_node  # the cluster node whose lane holds the session
+    return row
 
 
 def tree_row(node: TreeNode, manager: SessionManager | None = None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import platform
+import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -40,6 +41,7 @@ from sessions import SessionEvent, StatusChanged
 
 if TYPE_CHECKING:
     from gateway.automation import Automation
+    from gateway.cluster.membership import Membership
     from gateway.directory import Directory
     from gateway.door import Door
     from gateway.extensions.runtime import Extensions
@@ -102,8 +104,12 @@ class GatewayState:
         config_path: str | None = None,
         config_view: dict[str, Any] | None = None,
         reload_hook: ReloadHook | None = None,
+        node_id: str | None = None,
     ) -> None:
         self.home = home
+        self._node_id = node_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.cluster: Membership | None = None
+        """This node's cluster membership (`gateway.cluster.membership`); None on a single node."""
         self.store = store
         self.manager = manager
         self.hub = hub
@@ -252,6 +258,25 @@ class GatewayState:
 
     # --- snapshots ----------------------------------------------------------------------------
 
+    @property
+    def node_id(self) -> str:
+        """This node's name: its cluster node id, else the configured one (`GatewayConfig.node_id`)."""
+        return self.cluster.node_id if self.cluster is not None else self._node_id
+
+    def cluster_summary(self) -> dict[str, Any]:
+        """The `cluster` object of `health`, from memory: whether this node is in a cluster and
+        how many nodes were alive at its last heartbeat (1 on a single node)."""
+        if self.cluster is None:
+            return {"clustered": False, "nodes": 1}
+        return {"clustered": True, "nodes": self.cluster.alive_count()}
+
+    async def cluster_count(self) -> dict[str, Any]:
+        """The `cluster` object of `status`: as in `health`, the nodes counted in the database."""
+        if self.cluster is None:
+            return self.cluster_summary()
+        nodes = await self.cluster.nodes()
+        return {"clustered": True, "nodes": sum(1 for node in nodes if node.alive)}
+
     def _health_sync(self) -> dict[str, Any]:
         """The health object, shaped like OpenClaw's (`channels` keyed by channel id, in
         `channelOrder`); `sessions.count`/`recent` are filled in by `health_snapshot`."""
@@ -266,6 +291,8 @@ class GatewayState:
             "ok": True,
             "ts": _now(),
             "durationMs": 0,
+            "node": self.node_id,
+            "cluster": self.cluster_summary(),
             "channels": channels,
             "channelOrder": list(channels),
             "channelLabels": labels,
@@ -304,6 +331,8 @@ class GatewayState:
         return {
             "runtimeVersion": __version__,
             "version": __version__,
+            "node": self.node_id,
+            "cluster": await self.cluster_count(),
             "pid": os.getpid(),
             "platform": platform.platform(),
             "uptimeMs": int((time.time() - self.started_at) * 1000),

@@ -9,4 +9,4 @@ from __future__ import annotations
 
 __all__ = ["HEAD_REVISION"]
 
-HEAD_REVISION = "0007"
+HEAD_REVISION = "0008"

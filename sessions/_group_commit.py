@@ -8,7 +8,9 @@ encodes everything before a transaction opens, so bad input never holds the writ
 writes it with a fixed number of statements however many sessions and rows it holds:
 
 1. read the sessions' counters and status, locked (SQLite: the writer's `BEGIN IMMEDIATE`;
-   PostgreSQL: `FOR UPDATE`, in id order so two commits never wait on each other in a cycle);
+   PostgreSQL: `FOR UPDATE`, in id order so two commits never wait on each other in a cycle),
+   and in a cluster each row's owner and fencing token (`Database.fence`: a session another node
+   took refuses the whole batch with `Fenced`);
 2. check them here: the session exists, its events continue its log exactly (`last_seq + 1`,
    `+ 2`, ...), each status change is allowed (staying in the same status is); entries take the
    positions after `last_position`;
@@ -54,6 +56,10 @@ _EVENTS_SQL = (
     "INSERT INTO events (session_id, seq, run_id, type, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)"
 )
 _SELECT = "SELECT id, status, last_position, last_seq, updated_at FROM sessions"
+# In a cluster: with the owner and fencing token each row must still have (`sessions.ownership`).
+_SELECT_FENCED = (
+    "SELECT id, status, last_position, last_seq, updated_at, owner_node, owner_token FROM sessions"
+)
 # Bound on `IN (...)` lists, well under SQLite's limit on bound parameters.
 _CHUNK = 500
 
@@ -191,11 +197,15 @@ async def apply(database: Database, commit: GroupCommit, extra: Sequence[ExtraWr
     async with database.write_direct() as tx:
         ids = sorted(share.session_id for share in commit.shares)
         current: dict[str, _Counters] = {}
+        fence = database.fence
+        select = _SELECT if fence is None else _SELECT_FENCED
         for start in range(0, len(ids), _CHUNK):
             condition, params = tx.in_list("id", ids[start : start + _CHUNK])
-            query = f"{_SELECT} WHERE {condition} ORDER BY id{tx.row_lock}"
+            query = f"{select} WHERE {condition} ORDER BY id{tx.row_lock}"
             for sid, *values in await tx.fetch(query, params):
-                current[sid] = _Counters(*values)
+                if fence is not None:
+                    fence.check(sid, values[4], values[5])
+                current[sid] = _Counters(*values[:4])
         counters, entry_rows, event_rows, firsts = commit.plan(current)
         await tx.executemany(_COUNTERS_SQL, counters)
         for statement, values in commit.settings_updates():

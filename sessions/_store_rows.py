@@ -70,6 +70,7 @@ def session_record(values: Mapping[Any, Any], keys: Iterable[str] = ()) -> Sessi
         created_at=values["created_at"],
         updated_at=values["updated_at"],
         keys=tuple(sorted(keys)),
+        owner_node=values.get("owner_node"),
     )
 
 

@@ -33,7 +33,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sqlalchemy import Table, event, exc, text
 from sqlalchemy.engine import URL, make_url
@@ -146,6 +146,13 @@ def _translate_driver(orig: BaseException, retry_after_ms: int, *, interface: bo
     return StoreError(f"database error: {detail}")
 
 
+class Fence(Protocol):
+    """Checks a session row a commit is about to write (owner node and fencing token, read under
+    the commit's row lock); raises `Fenced` when the row is no longer this node's."""
+
+    def check(self, session_id: str, owner: str | None, token: int) -> None: ...
+
+
 class Database:
     """The engines of one store. Use `open()`; close with `aclose()` (idempotent)."""
 
@@ -175,6 +182,9 @@ class Database:
         self._direct = direct
         self._direct_reader = direct_reader
         self._closed = False
+        self.fence: Fence | None = None
+        """In a cluster, what every group commit checks each session row it writes against
+        (`sessions.ownership.Ownership.check`); None on one node."""
 
     @classmethod
     def open(
@@ -378,9 +388,12 @@ class Database:
 
 
 def _postgres_engine(url: URL, schema: str | None) -> AsyncEngine:
-    connect_args: dict[str, Any] = {}
+    # `application_name` names our connections in `pg_stat_activity` (with the schema, when
+    # several gateways share one database).
+    settings = {"application_name": f"agent-gateway/{schema}" if schema else "agent-gateway"}
     if schema is not None:
-        connect_args["server_settings"] = {"search_path": schema}
+        settings["search_path"] = schema
+    connect_args: dict[str, Any] = {"server_settings": settings}
     return create_async_engine(
         url, pool_size=5, max_overflow=10, pool_pre_ping=True, connect_args=connect_args
     )

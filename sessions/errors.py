@@ -8,7 +8,8 @@ SessionsError                 root; `retryable` and `retry_after_ms` say whether
 ├── NotFound                  a session, key, entry, run or input does not exist
 ├── Conflict                  the request contradicts what is stored
 │   ├── KeyConflict           the session key is already in use
-│   └── SeqConflict           event seqs are not contiguous with the stored last seq
+│   ├── SeqConflict           event seqs are not contiguous with the stored last seq
+│   └── Fenced                a write for a session this node no longer owns (another node took it)
 ├── InvalidTransition         a guarded state change from a state it does not allow
 ├── StoreError                the database failed in a way a retry will not fix
 │   └── StoreClosed           the store was used after `aclose()`
@@ -25,6 +26,7 @@ from pathlib import Path
 
 __all__ = [
     "Conflict",
+    "Fenced",
     "InvalidRequest",
     "InvalidTransition",
     "KeyConflict",
@@ -82,6 +84,16 @@ class SeqConflict(Conflict):
         self.session_id = session_id
         self.expected = expected
         self.got = got
+
+
+class Fenced(Conflict):
+    """A write of a session whose fencing token is no longer this node's: another node of the
+    cluster took the session over (`sessions.ownership`). Nothing of the write was kept."""
+
+    def __init__(self, session_id: str, owner: str | None) -> None:
+        super().__init__(f"session {session_id} is now owned by {owner or 'no node'}; the write was refused")
+        self.session_id = session_id
+        self.owner = owner
 
 
 class InvalidTransition(SessionsError):

@@ -56,6 +56,9 @@ class Inputs:
         # Per input key, set once the input's outcome is recorded; only while someone waits.
         self._waiters: dict[str, asyncio.Event] = {}
         self._closed = False
+        self.poll_s: float | None = None
+        """Read the ledger again this often while waiting (in a cluster, another node may
+        record the outcome); None: wait to be woken."""
 
     async def repeat(self, record: InputRecord, session: SessionRecord) -> SubmitResult:
         """The answer to a key seen before: `in_flight` until its outcome is recorded, then the
@@ -115,16 +118,39 @@ class Inputs:
             waiter = self._waiters.setdefault(run_id, asyncio.Event())
             record = await self._store.inputs.get(run_id)  # after registering: no outcome slips by
             if record is not None and record.status not in FINAL_INPUT_STATUSES and not self._closed:
-                try:
-                    await asyncio.wait_for(waiter.wait(), timeout=timeout_s)
-                except TimeoutError:
+                record = await self._wait_for(run_id, waiter, timeout_s)
+                if record is None:
                     return None
-                record = await self._store.inputs.get(run_id)
             elif self._waiters.pop(run_id, None) is waiter:
                 waiter.set()
         if record is None or record.status not in FINAL_INPUT_STATUSES:
             return None
         return await self.result(record)
+
+    async def _wait_for(
+        self, run_id: str, waiter: asyncio.Event, timeout_s: float | None
+    ) -> InputRecord | None:
+        """The input once `waiter` is set (or, with `poll_s`, once the ledger shows its outcome);
+        None on timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_s is None else loop.time() + timeout_s
+        while True:
+            slice_s = self.poll_s
+            if deadline is not None:
+                left = deadline - loop.time()
+                if left <= 0:
+                    return None
+                slice_s = left if slice_s is None else min(slice_s, left)
+            try:
+                await asyncio.wait_for(waiter.wait(), timeout=slice_s)
+            except TimeoutError:
+                if self.poll_s is None:
+                    return None
+                record = await self._store.inputs.get(run_id)
+                if record is None or record.status in FINAL_INPUT_STATUSES:
+                    return record
+                continue
+            return await self._store.inputs.get(run_id)
 
     def close(self) -> None:
         """Wake every waiter (they answer None unless the outcome is there); later waits do

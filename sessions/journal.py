@@ -24,7 +24,8 @@ Queue policy: at most `max_pending` items wait; `append` waits for room (back-pr
 agent loops that produce events) rather than dropping anything. A commit that fails because the
 database is unavailable is retried with backoff until it succeeds or the journal is closed. A
 batch the store refuses for another reason is committed item by item, so only the refused item
-fails (its `commit()` raises; an `append()`ed one is logged) and the writer keeps going.
+fails (its `commit()` raises; an `append()`ed one is logged; `on_refused` hears of it: in a
+cluster, a `Fenced` item means another node took the session) and the writer keeps going.
 `pending` and `pending_for(session_id)` are observable.
 """
 
@@ -41,7 +42,7 @@ from typing import Any
 
 import structlog
 
-from sessions.errors import StoreUnavailable
+from sessions.errors import Fenced, StoreUnavailable
 from sessions.session_events import EventPublisher, SessionEvent
 from sessions.store import BatchItem, ExtraWrite, NewEntry, Store
 
@@ -78,6 +79,7 @@ class Journal:
         max_batch: int = 2_000,
         tick_s: float = TICK_S,
         on_committed: Callable[[list[JournalItem]], None] | None = None,
+        on_refused: Callable[[JournalItem, BaseException], None] | None = None,
     ) -> None:
         self._store = store
         self._publisher = publisher
@@ -96,6 +98,7 @@ class Journal:
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._on_committed = on_committed
+        self._on_refused = on_refused
         self.commits = 0
         self.observe_commit: Callable[[float, int], None] | None = None
         """Called with each commit's duration in seconds and its number of session items."""
@@ -216,12 +219,17 @@ class Journal:
                     delay = min(delay * 2, MAX_BACKOFF_S)
                     continue
                 except Exception as exc:
-                    log.error(
+                    (log.warning if isinstance(exc, Fenced) else log.error)(
                         "the store refused a journal item; it is dropped",
                         session_id=item.session_id,
                         events=[e.name for e in item.events],
                         error=str(exc),
                     )
+                    if self._on_refused is not None:
+                        try:
+                            self._on_refused(item, exc)
+                        except Exception:
+                            log.exception("the journal's refusal callback failed")
                     self._settle(item, exc)
                 else:
                     self._settle(item, None)

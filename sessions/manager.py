@@ -34,7 +34,7 @@ from sessions.aborts import abort_tree
 from sessions.answers import Answers
 from sessions.compactor import Compactor
 from sessions.context_cache import ContextCache
-from sessions.errors import InvalidRequest, LaneFull, NotFound, SessionsError, StoreUnavailable
+from sessions.errors import Fenced, InvalidRequest, LaneFull, NotFound, SessionsError, StoreUnavailable
 from sessions.event_payloads import MessageCompleted
 from sessions.ids import new_id
 from sessions.input_ledger import InputClaim
@@ -44,6 +44,8 @@ from sessions.journal import Journal, JournalItem
 from sessions.keys import agent_from_key, kind_from_key
 from sessions.lane import LaneRegistry, RunLimiter
 from sessions.live_cache import LiveSessions
+from sessions.ownership import Ownership
+from sessions.placement import Placement, RemoteOwners
 from sessions.profiles import QUEUE_MODES, AgentDirectory, RunSettings, ToolsFactory
 from sessions.queueing import QueueModes
 from sessions.records import NewEntry, SessionRecord
@@ -83,7 +85,7 @@ class SessionManager:
         self.publisher = publisher or NullPublisher()
         self.contexts = ContextCache(lambda: self._settings.context_cache_bytes)
         """The live sessions' parsed contexts (`sessions.context_cache`)."""
-        self.journal = Journal(store, self.publisher, on_committed=self._committed)
+        self.journal = Journal(store, self.publisher, on_committed=self._committed, on_refused=self._refused)
         self.lanes = LaneRegistry(max_depth=self._settings.lane_depth)
         self.limiter = RunLimiter(self._settings.max_concurrent_runs)
         self._lives = LiveSessions(
@@ -116,6 +118,8 @@ class SessionManager:
         )
         self._queue = QueueModes(self._runs, self._inputs, self._lives, settings=self._current)
         self._answers = Answers(store, self.journal, lives=self._lives, inputs=self._inputs)
+        self.placement: Placement | None = None
+        """In a cluster, where each session's inputs run (`join_cluster`); None on one node."""
         self._closed = False
         self.started_at = time.time()
 
@@ -139,6 +143,34 @@ class SessionManager:
     def _directory(self) -> AgentDirectory:
         return self.directory
 
+    def join_cluster(self, ownership: Ownership, remote: RemoteOwners) -> None:
+        """Run as one node of a cluster (before `start`): sessions are owned by one node at a
+        time, each write is fenced, inputs for a session owned elsewhere go to its owner
+        (`sessions.placement`)."""
+        self.store.database.fence = ownership
+        self._inputs.poll_s = 0.5  # a run on another node settles its inputs there
+        self.placement = Placement(
+            self.store,
+            self.journal,
+            ownership,
+            lives=self._lives,
+            runs=self._runs,
+            queue=self._queue,
+            lanes=self.lanes,
+            default_mode=self._default_mode,
+            remote=remote,
+        )
+
+    async def _default_mode(self, session_id: str) -> str:
+        session = await self.get(session_id=session_id)
+        return session.queue_mode or self.directory.profile(session.agent_id).queue_mode
+
+    def _refused(self, item: JournalItem, error: BaseException) -> None:
+        """A commit the store refused: a fenced one means another node took the session."""
+        if isinstance(error, Fenced) and self.placement is not None:
+            self.placement.lost(error.session_id)
+            self.contexts.drop(error.session_id)
+
     def _committed(self, items: list[JournalItem]) -> None:
         """Entries the journal has committed reach the cached contexts."""
         for item in items:
@@ -151,6 +183,11 @@ class SessionManager:
         """Start the journal, close what a crash left open, run the inputs that were accepted
         and never started."""
         await self.journal.start()
+        if self.placement is not None:
+            # In a cluster, recovery is per session, by whichever node takes it (`sweep`).
+            self._runs.accepting = True
+            self._lives.start()
+            return
         pending = await recover(self.store, self.journal)
         self._runs.accepting = True
         for session_id, inputs in pending.items():
@@ -174,6 +211,11 @@ class SessionManager:
         await self._runs.aclose(self._settings.shutdown_grace_s if grace_s is None else grace_s)
         self._inputs.close()
         await self.journal.aclose()
+        if self.placement is not None:
+            try:  # others take the sessions (and their waiting inputs) at once
+                await self.placement.ownership.release()
+            except SessionsError as exc:
+                log.warning("could not release this node's sessions", error=str(exc))
 
     async def __aenter__(self) -> SessionManager:
         await self.start()
@@ -293,20 +335,35 @@ class SessionManager:
             raise LaneFull("this session has too many operations waiting", retry_after_ms=1000)
         mode = queue_mode or session.queue_mode or self.directory.profile(session.agent_id).queue_mode
         user = as_input(message, idempotency_key)
+        placement = self.placement
+        reserved = placement is not None and placement.reserve(idempotency_key)
         # Its own transaction, not a share of the journal's next commit: while the database is
         # locked by another program, the sender must hear UNAVAILABLE (the journal would wait).
-        record, created = await self.store.inputs.record(
-            idempotency_key,
-            session_id=session.id,
-            payload=user.dump(),
-            source=source,
-            queue_mode=mode,
-            status=InputStatus.QUEUED,
-            run_id=idempotency_key,
-            claim=claim,
-        )
+        try:
+            record, created = await self.store.inputs.record(
+                idempotency_key,
+                session_id=session.id,
+                payload=user.dump(),
+                source=source,
+                queue_mode=mode,
+                status=InputStatus.QUEUED,
+                run_id=idempotency_key,
+                claim=claim,
+            )
+        except BaseException:
+            if reserved and placement is not None:
+                placement.unreserve(idempotency_key)
+            raise
         if not created:
+            if reserved and placement is not None:
+                placement.unreserve(idempotency_key)
             return await self._inputs.repeat(record, session)
+        if placement is not None:
+            owner = await placement.route(session.id)
+            if owner is not None:
+                placement.unreserve(idempotency_key)
+                placement.remote.wake(owner, session.id, idempotency_key)
+                return SubmitResult(run_id=idempotency_key, status="started", session=session)
         live = await self._lives.load(session.id)
         disposition = await self._queue.dispatch(live, user, mode)
         return SubmitResult(
@@ -370,14 +427,31 @@ class SessionManager:
         sessions' runs. Returns the ids of the runs asked to stop (each records its end as
         usual)."""
         live = self._lives.get(session_id)
+        if self.placement is not None and not self.placement.ownership.owns(session_id):
+            return await self._abort_remote(session_id, reason, run_id)
         if live is None or live.run is None or (run_id is not None and live.run.run_id != run_id):
             return []
         return abort_tree(live, reason, self._lives)
 
+    async def _abort_remote(
+        self, session_id: str, reason: TerminationReason, run_id: str | None
+    ) -> list[str]:
+        """Ask the session's owner to abort its run; the runs recorded as running."""
+        assert self.placement is not None
+        owner = await self.placement.ownership.owner(session_id)
+        running = [r.id for r in await self.store.runs.running(session_id) if run_id in (None, r.id)]
+        if running and owner.node is not None and owner.alive:
+            self.placement.remote.abort(owner.node, session_id, run_id, reason.value)
+            return running
+        return []
+
     # --- history-changing operations (on the lane) --------------------------------------------
 
     async def on_lane(self, session_id: str, op: Callable[[], Awaitable[T]]) -> T:
-        """Run `op` on the session's lane (after its runs and other operations)."""
+        """Run `op` on the session's lane (after its runs and other operations). In a cluster,
+        this node first becomes the session's owner (`Placement.acquire`)."""
+        if self.placement is not None:
+            await self.placement.acquire(session_id)
         return await self.lanes.lane(session_id).run(op)
 
     async def inject(self, session_id: str, *, text: str, role: str = "assistant") -> str:

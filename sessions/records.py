@@ -57,6 +57,8 @@ class SessionRecord:
     created_at: int
     updated_at: int
     keys: tuple[str, ...] = ()
+    owner_node: str | None = None
+    """The cluster node whose lane holds the session (`sessions.ownership`); None on one node."""
 
 
 @dataclass(frozen=True, slots=True)

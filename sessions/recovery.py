@@ -45,6 +45,7 @@ __all__ = [
     "cut_off_messages",
     "orphaned_tool_calls",
     "recover",
+    "recover_session",
 ]
 
 log = structlog.get_logger("sessions.recovery")
@@ -112,6 +113,19 @@ async def recover(store: Store, journal: Journal) -> dict[str, list[InputRecord]
     for record in await store.inputs.with_status(WAITING_INPUT_STATUSES):
         pending[record.session_id].append(record)
     return dict(pending)
+
+
+async def recover_session(store: Store, journal: Journal, session_id: str) -> list[InputRecord]:
+    """`recover` for one session, by the node that has just taken it over from one that died or
+    left (`sessions.ownership`): close its runs left open, then return its inputs to run now, in
+    arrival order. Idempotent like `recover`."""
+    for run in await store.runs.running(session_id):
+        await _close_run(store, journal, run)
+    await _close_stale_running_inputs(store, session_id)
+    session = await store.tree.get_session(session_id)
+    if session is not None and session.status == SessionStatus.RUNNING:
+        await _mark_interrupted(journal, session)
+    return await store.inputs.with_status(WAITING_INPUT_STATUSES, session_id=session_id)
 
 
 async def _close_run(store: Store, journal: Journal, run: RunRecord) -> None:
@@ -233,9 +247,10 @@ async def _finish_started_inputs(store: Store, session_id: str, run_id: str, sta
             await store.inputs.update(record.idempotency_key, status=status, reason=reason)
 
 
-async def _close_stale_running_inputs(store: Store) -> None:
-    """Inputs marked running whose run already ended (the crash hit before they were settled)."""
-    for record in await store.inputs.with_status(["running"]):
+async def _close_stale_running_inputs(store: Store, session_id: str | None = None) -> None:
+    """Inputs marked running (of one session, when given) whose run already ended (the crash hit
+    before they were settled)."""
+    for record in await store.inputs.with_status(["running"], session_id=session_id):
         run = await store.runs.get(record.run_id) if record.run_id else None
         if run is None:
             # Never reached a run: run it now.
@@ -257,16 +272,18 @@ async def _interrupt_stale_sessions(store: Store, journal: Journal, *, skip: set
             break
         offset += len(page)
     for session in stale:
-        key = session.keys[0] if session.keys else None
-        event = SessionEvent(
-            session.id, session.last_seq + 1, StatusChanged(SessionStatus.INTERRUPTED), session_key=key
-        )
         try:
-            await journal.commit(
-                JournalItem(session.id, events=[event], session_fields={"status": "interrupted"})
-            )
+            await _mark_interrupted(journal, session)
         except Exception:
             log.exception("could not mark a stale running session interrupted", session_id=session.id)
+
+
+async def _mark_interrupted(journal: Journal, session: SessionRecord) -> None:
+    key = session.keys[0] if session.keys else None
+    event = SessionEvent(
+        session.id, session.last_seq + 1, StatusChanged(SessionStatus.INTERRUPTED), session_key=key
+    )
+    await journal.commit(JournalItem(session.id, events=[event], session_fields={"status": "interrupted"}))
 
 
 async def _run_events(store: Store, session_id: str, run_id: str) -> list[EventRecord]:

@@ -136,9 +136,12 @@ class RunLog:
             row = (await conn.execute(select(runs).where(runs.c.id == run_id))).first()
         return None if row is None else rows.run_record(row)
 
-    async def running(self) -> list[RunRecord]:
-        """Runs still recorded as running, oldest first: after a crash, the ones cut off."""
+    async def running(self, session_id: str | None = None) -> list[RunRecord]:
+        """Runs still recorded as running (of one session, when given), oldest first: after a
+        crash, the ones cut off."""
         query = select(runs).where(runs.c.status == RunStatus.RUNNING.value).order_by(runs.c.started_at)
+        if session_id is not None:
+            query = query.where(runs.c.session_id == session_id)
         async with self._db.read() as conn:
             found = (await conn.execute(query)).all()
         return [rows.run_record(row) for row in found]

@@ -166,12 +166,15 @@ sessions = Table(
     Column("origin", Text, nullable=True),
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
+    Column("owner_node", String(200), nullable=True),
+    Column("owner_token", BigInteger, nullable=False, server_default="0"),
     CheckConstraint(_one_of("kind", SessionKind), name="kind"),
     CheckConstraint(_one_of("status", SessionStatus), name="status"),
     Index(None, "parent_id"),
     Index(None, "root_id"),
     Index(None, "agent_id"),
     Index(None, "updated_at"),
+    Index(None, "owner_node"),
 )
 
 # A key names a conversation and points at its current session; reset and switch move it.
@@ -208,6 +211,7 @@ events = Table(
     Column("payload", Text, nullable=False),
     Column("created_at", BigInteger, nullable=False),
     PrimaryKeyConstraint("session_id", "seq"),
+    Index(None, "created_at"),
 )
 
 runs = Table(
@@ -470,4 +474,33 @@ tool_approvals = Table(
     CheckConstraint("status IN ('pending', 'allowed', 'denied', 'expired', 'cancelled')", name="status"),
     Index(None, "status", "created_at"),
     Index(None, "session_id"),
+)
+
+
+# --- cluster (written by `sessions.ownership` and `gateway.cluster`) -------------------------------
+
+# The nodes sharing the database. A node renews `expires_at` (database clock, Unix ms) with each
+# heartbeat; what it owns (sessions through `sessions.owner_node`, and `leases`) is its own only
+# while its row has not expired. `info` is JSON the node reports (host, pid, runs, live sessions).
+cluster_nodes = Table(
+    "cluster_nodes",
+    metadata,
+    Column("node_id", String(200), primary_key=True),
+    Column("state", String(16), nullable=False),
+    Column("started_at", BigInteger, nullable=False),
+    Column("heartbeat_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    Column("info", Text, nullable=True),
+    CheckConstraint("state IN ('running', 'draining')", name="state"),
+)
+
+# A named lease (a channel account: `channel:<platform>:<account>`), held by a node while that
+# node is alive; `token` is its fencing token, raised by one at each change of holder.
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", String(300), primary_key=True),
+    Column("holder", String(200), nullable=True),
+    Column("token", BigInteger, nullable=False),
+    Column("acquired_at", BigInteger, nullable=True),
 )

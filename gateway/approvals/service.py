@@ -57,6 +57,10 @@ RESTART_NOTE = (
 )
 
 
+REMOTE_POLL_S = 0.25
+"""How often a wait for a decision on a call waiting on another node reads the record."""
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -86,6 +90,12 @@ class Approvals:
         self._waiting: dict[str, _Waiting] = {}
         """Requests whose call waits now, by id; an entry lives until its call stops waiting."""
         self._listeners: list[Listener] = []
+        self.share: Publish | None = None
+        """In a cluster: what this node announces also goes to the other nodes (whose clients
+        see it; `remote` there), and a decision made on another node reaches the waiting call."""
+        self.clustered = False
+        """In a cluster, a node that starts cancels only what it takes over (`cancel_session`),
+        not every pending request: the others' calls still wait."""
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
         """Tell `listener` of every request that starts waiting or ends, until the returned
@@ -110,16 +120,51 @@ class Approvals:
         return len(self._waiting)
 
     async def start(self) -> list[ApprovalRequest]:
-        """Cancel the requests a previous process left pending; returns them."""
+        """Cancel the requests a previous process left pending (on one node); returns them."""
+        if self.clustered:
+            return []
+        return await self._cancel_pending(None)
+
+    async def cancel_session(self, session_id: str) -> list[ApprovalRequest]:
+        """Cancel the pending requests of a session whose run another node left open (this node
+        has just taken the session over)."""
+        ended = await self._cancel_pending(session_id)
+        for request in ended:
+            self._announce("exec.approval.resolved", request)
+        return ended
+
+    async def _cancel_pending(self, session_id: str | None) -> list[ApprovalRequest]:
         ended: list[ApprovalRequest] = []
         ending = Ending(status=ApprovalStatus.CANCELLED, reason="gateway-restart", note=RESTART_NOTE)
-        while batch := await self.store.requests(pending_only=True, limit=500):
+        while batch := await self.store.requests(pending_only=True, limit=500, session_id=session_id):
             for request in batch:
                 done = await self.store.end(request, ending, self._clock())
                 if done is not None:
                     self._audit("approval.cancelled", done)
                     ended.append(done)
         return ended
+
+    def _announce(self, event: str, request: ApprovalRequest) -> None:
+        payload = request.wire()
+        self._publish(event, payload)
+        if self.share is not None:
+            self.share(event, payload)
+
+    async def remote(self, event: str, payload: dict[str, Any]) -> None:
+        """An announcement of another node: to this node's clients and listeners, and, for a
+        decision made there on a call that waits here, to the call."""
+        self._publish(event, payload)
+        approval_id = payload.get("id")
+        if not isinstance(approval_id, str):
+            return
+        request = await self.store.get(approval_id)
+        if request is None:
+            return
+        waiting = self._waiting.get(approval_id)
+        if waiting is not None and request.status.terminal and not waiting.done.is_set():
+            waiting.request = request
+            waiting.done.set()
+        self._notify(request)
 
     # --- the waiting call ---------------------------------------------------------------------
 
@@ -165,7 +210,7 @@ class Approvals:
         try:
             await self.store.add(request)
             self._audit("approval.requested", request)
-            self._publish("exec.approval.requested", request.wire())
+            self._announce("exec.approval.requested", request)
             self._notify(request)
             ending = await self._until_ended(waiting, site.timeout_s, signal)
             if ending is not None:
@@ -221,7 +266,7 @@ class Approvals:
             waiting.request = request
             waiting.done.set()
         self._audit("approval.decided" if request.decided_by else f"approval.{request.status.value}", request)
-        self._publish("exec.approval.resolved", request.wire())
+        self._announce("exec.approval.resolved", request)
         self._notify(request)
 
     # --- deciding -----------------------------------------------------------------------------
@@ -268,7 +313,15 @@ class Approvals:
                 await asyncio.wait_for(waiting.done.wait(), timeout=max(0.0, timeout_s))
             except TimeoutError:
                 pass
-        return await self.get(approval_id)
+            return await self.get(approval_id)
+        request = await self.get(approval_id)
+        if self.clustered:  # the call may wait on another node: watch the record
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout_s
+            while not request.status.terminal and loop.time() < deadline:
+                await asyncio.sleep(min(REMOTE_POLL_S, max(0.0, deadline - loop.time())))
+                request = await self.get(approval_id)
+        return request
 
     async def requests(
         self, *, history: bool = False, limit: int = 100, session_id: str | None = None

@@ -13,6 +13,7 @@ from typing import Any
 
 from gateway import __version__
 from gateway.cli import ctl_approvals as approvals
+from gateway.cli import ctl_cluster as cluster
 from gateway.cli import ctl_cron as cron
 from gateway.cli import ctl_extensions as extensions
 from gateway.cli import ctl_models as models
@@ -105,6 +106,14 @@ def build_parser() -> CtlParser:
         "status",
         "each channel's state and the time since its last inbound event",
         system.channels_status,
+    )
+    group = builder.group(commands, "cluster", "the gateway nodes sharing one database")
+    builder.leaf(
+        group,
+        "status",
+        "each node: state, heartbeat age, sessions, chat accounts and runs it holds",
+        cluster.cluster_status,
+        epilog="A single gateway answers with itself alone. --json prints the `cluster.status` answer.",
     )
     _models(builder, commands)
     _config(builder, commands)

@@ -216,6 +216,15 @@ def _run(argv: list[str] | None) -> int:
             print(f"gatewayd: {exc}", file=sys.stderr)
             return 2
         token_note = None
+        if config.clustered and token is None and password is None:
+            # Every node must accept the same credential: a token file per state directory
+            # would differ from node to node.
+            print(
+                "gatewayd: a cluster node needs the shared credential: set GATEWAY_TOKEN "
+                "(or [gateway] token) to the same value on every node",
+                file=sys.stderr,
+            )
+            return 2
         if token is None and password is None:
             try:
                 token, created = load_or_create_token(home)

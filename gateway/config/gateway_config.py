@@ -8,6 +8,7 @@ directory, the database URL, an agent's effective settings. `load_config` builds
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from gateway.config.agents import (
 from gateway.config.automation import CronSection, HookName, WebhookConfig
 from gateway.config.paths import default_home
 from gateway.config.sections import (
+    ClusterSection,
     CompactionSection,
     DatabaseSection,
     GatewaySection,
@@ -44,6 +46,7 @@ class GatewayConfig(Section):
     gateway: GatewaySection = Field(default_factory=GatewaySection)
     logging: LoggingSection = Field(default_factory=LoggingSection)
     database: DatabaseSection = Field(default_factory=DatabaseSection)
+    cluster: ClusterSection = Field(default_factory=ClusterSection)
     runs: RunsSection = Field(default_factory=RunsSection)
     compaction: CompactionSection = Field(default_factory=CompactionSection)
     sandbox: SandboxSection = Field(default_factory=SandboxSection)
@@ -119,6 +122,16 @@ class GatewayConfig(Section):
     @property
     def database_url(self) -> str:
         return self.database.url or f"sqlite+aiosqlite:///{self.home / 'gateway.db'}"
+
+    @property
+    def clustered(self) -> bool:
+        """Whether this node joins a cluster: PostgreSQL and a Redis URL."""
+        return self.cluster.redis_url is not None and self.database_url.startswith("postgresql")
+
+    @property
+    def node_id(self) -> str:
+        """This node's name in the cluster."""
+        return self.cluster.node_id or f"{socket.gethostname()}-{os.getpid()}"
 
     @property
     def agent_ids(self) -> tuple[str, ...]:

@@ -44,6 +44,8 @@ ENV_OVERRIDES: Mapping[str, tuple[str, ...]] = {
     "GATEWAY_MODEL": ("agent_defaults", "model"),
     "GATEWAY_LOG_LEVEL": ("logging", "level"),
     "GATEWAY_DATABASE_URL": ("database", "url"),
+    "GATEWAY_REDIS_URL": ("cluster", "redis_url"),
+    "GATEWAY_NODE_ID": ("cluster", "node_id"),
     "OPENAI_BASE_URL": ("providers", "openai", "base_url"),
     "ANTHROPIC_BASE_URL": ("providers", "anthropic", "base_url"),
 }

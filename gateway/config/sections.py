@@ -160,6 +160,23 @@ class DatabaseSection(Section):
     the request fails with a retryable UNAVAILABLE."""
 
 
+class ClusterSection(Section):
+    """`[cluster]`: a node joins a cluster when the database is PostgreSQL and `redis_url` is set
+    (`docs/cluster.md`)."""
+
+    redis_url: str | None = None
+    """Redis for cross-node wake-ups and event fan-out (`GATEWAY_REDIS_URL`); unset: one node."""
+    node_id: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._:-]+$")] | None = None
+    """This node's name (`GATEWAY_NODE_ID`); default `<host name>-<pid>`."""
+    lease_ttl_s: Annotated[float, Field(ge=1.0, le=600.0)] = 10.0
+    """A node that misses heartbeats for this long loses its sessions and channel accounts to
+    the others."""
+    redis_prefix: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._:-]+$")] = (
+        "agent-gateway"
+    )
+    """Prefix of the Redis channel names, so several clusters can share one Redis."""
+
+
 class RunsSection(Section):
     max_concurrent: Positive = 16
     max_duration_s: PositiveFloat = 48 * 3600.0

@@ -9,6 +9,7 @@ from typing import Any
 
 from gateway.methods import approval_methods as approval
 from gateway.methods import chat_methods as chat
+from gateway.methods import cluster_methods as cluster
 from gateway.methods import cron_methods as cron
 from gateway.methods import extensions_methods as ext
 from gateway.methods import mcp_methods as mcp
@@ -33,6 +34,7 @@ HANDLERS: Mapping[str, Route[Any]] = MappingProxyType(
         "config.get": Route(p.EmptyParams, system.config_get),
         "config.reload": Route(p.NativeEmptyParams, system.config_reload),
         "channels.status": Route(p.ChannelsStatusParams, system.channels_status),
+        "cluster.status": Route(p.NativeEmptyParams, cluster.cluster_status),
         "pairing.list": Route(p.PairingListParams, system.pairing_list),
         "pairing.approve": Route(p.PairingApproveParams, system.pairing_approve),
         "tokens.create": Route(p.TokensCreateParams, tokens.tokens_create),

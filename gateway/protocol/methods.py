@@ -126,6 +126,7 @@ METHODS: Mapping[str, MethodSpec] = _table(
     MethodSpec("extensions.list", A, p.NativeEmptyParams, native=True),
     MethodSpec("extensions.enable", A, p.ExtensionNameParams, native=True),
     MethodSpec("extensions.disable", A, p.ExtensionNameParams, native=True),
+    MethodSpec("cluster.status", R, p.NativeEmptyParams, native=True),
 )
 
 METHOD_NAMES: tuple[str, ...] = tuple(METHODS)

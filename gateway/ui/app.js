@@ -473,6 +473,7 @@ class App {
     if (typeof row.totalTokens === "number") facts.push(`${formatTokens(row.totalTokens)} tokens`);
     const cost = formatCost(row.cost);
     if (cost && row.cost > 0) facts.push(cost);
+    if (row.ownerNode) facts.push(`on node ${row.ownerNode}`);
     if (feed.phase === "loading" && this.connection.ready) facts.push("loading…");
     $("session-facts").textContent = facts.join(" · ");
 

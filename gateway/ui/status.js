@@ -43,6 +43,7 @@ function facts(status, statusAt) {
   const plural = (count, word) => `${formatNumber(count)} ${word}${count === 1 ? "" : "s"}`;
   const parts = [];
   if (status.version) parts.push(`gatewayd ${status.version}`);
+  if (status.cluster?.clustered && status.node) parts.push(`node ${status.node} of ${plural(status.cluster.nodes, "node")}`);
   if (typeof status.uptimeMs === "number") parts.push(`up ${formatDuration(status.uptimeMs + (Date.now() - statusAt))}`);
   if (typeof status.connections === "number") parts.push(plural(status.connections, "connection"));
   if (typeof status.runsInFlight === "number") parts.push(`${plural(status.runsInFlight, "run")} active`);

@@ -22,6 +22,8 @@ from sessions.store import NewEntry, Store
 
 TABLES = {
     "sessions",
+    "cluster_nodes",
+    "leases",
     "session_keys",
     "entries",
     "events",
@@ -77,7 +79,7 @@ async def test_fresh_database_is_upgraded_to_head(store: Store) -> None:
     async with store.database.read() as conn:
         revision = await conn.run_sync(runner.current_revision)
         tables = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
-    assert revision == runner.head_revision() == "0007"
+    assert revision == runner.head_revision() == "0008"
     assert tables == TABLES | {"alembic_version"}
 
 
