@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any
 from bench._daemon import HOST, gateway_daemon, peak_rss_bytes
 from bench._report import Row, quick_main
 from bench._wire import WireClient, WireError
+from bench._workers import Workers
 
 CLIENTS_PER_WORKER = 250
 SETTLE_TIMEOUT_S = 120.0
@@ -174,53 +174,22 @@ def _config(clients: int) -> str:
     return f"[gateway]\nmax_unauthenticated_per_address = {max(128, clients + 16)}\n"
 
 
-def _line(proc: subprocess.Popen[str]) -> str:
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line:
-        raise RuntimeError(f"a client worker exited ({proc.wait()})")
-    return line
-
-
 def measure(clients: int) -> Outcome:
     with gateway_daemon(config=_config(clients)) as daemon:
-        procs = []
-        for first in range(0, clients, CLIENTS_PER_WORKER):
-            spec = {
+        specs = [
+            {
                 "port": daemon.port,
                 "token": daemon.token,
                 "first": first,
                 "count": min(CLIENTS_PER_WORKER, clients - first),
                 "expected": clients,
             }
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "bench.connect", "--worker", json.dumps(spec)],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-            )
-        try:
-            for proc in procs:
-                if _line(proc).strip() != "ready":
-                    raise RuntimeError("a client worker failed to start")
-            for proc in procs:
-                assert proc.stdin is not None
-                proc.stdin.write("go\n")
-                proc.stdin.flush()
-            results = [json.loads(_line(proc)) for proc in procs]
+            for first in range(0, clients, CLIENTS_PER_WORKER)
+        ]
+        with Workers("bench.connect", specs) as workers:
+            workers.ready("a client worker failed to start")
+            results = workers.go()
             peak = peak_rss_bytes(daemon.pid)
-        finally:
-            for proc in procs:
-                if proc.stdin is not None:
-                    proc.stdin.close()
-            for proc in procs:
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
     started = min(r["started"] for r in results)
     per_client = [b for r in results for b in r["bytes"]] or [0]
     return Outcome(

@@ -1,7 +1,8 @@
 """Many sessions at once: K sessions streaming from faux together, one client each, beside K = 1.
 
-    .venv/bin/python -m bench.sessions            # K = 100 and 1,000 against K = 1 (a minute or so)
-    .venv/bin/python -m bench.sessions --quick    # K = 50 against K = 1, a few seconds
+    .venv/bin/python -m bench.sessions            # K = 100, 400 and 1,000 against K = 1 (a minute or two)
+    .venv/bin/python -m bench.sessions --quick    # K = 50 and 20 against K = 1, a few seconds
+    .venv/bin/python -m bench.sessions --lateness # only the word lateness rows (K = 100 and 400)
     .venv/bin/python -m bench.sessions --pace-ms 0 --deltas 200   # saturate instead
     .venv/bin/python -m bench.sessions --profile DIR              # cProfile each daemon into DIR
 
@@ -21,6 +22,18 @@ Rows per K, each against the same measurement with K = 1 in this run:
 - events lost: per client, sessionSeqs missing from 1..lastSeq (lastSeq from
   `sessions.describe` after the run), plus duplicates. Must be 0.
 - peak RSS of the daemon (`VmHWM`, over its whole life: start, connections and the run).
+
+Word lateness (K = 100 and 400, `--quick` 20; each reply `!long 50` unless `--deltas` says
+otherwise) looks at the same runs from the sender's side: `ts` is stamped when an event is
+numbered, so event latency cannot see how long a message waited before its run made events. Each client
+reads its clock (`time.monotonic()`, in the process that both sends and receives) just before it
+sends; word i of the reply (`w1 w2 ... wN`: the number is in the text) is due `(i - 1) x pace`
+after that, and its lateness is the receipt time of the `session.message.delta` that carries it
+minus the send time minus `(i - 1) x pace`. A delta that carries several words counts once, as
+its highest word. The faux model waits one pace before its first word (a model's time to first
+token), so one pace is the floor of every lateness. Rows per K: lateness p50 / p99 and events
+lost + duplicated, against K = 1 of the same run (a run of the same K and reply length serves
+both sets of rows).
 """
 
 from __future__ import annotations
@@ -28,7 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -38,11 +51,15 @@ from typing import Any
 from bench._daemon import HOST, gateway_daemon, peak_rss_bytes
 from bench._report import Row, percentile, render
 from bench._wire import WireClient, open_many
+from bench._workers import Workers
 
 NATIVE_PREFIX = b'{"type":"event","event":"session.'
 END_PREFIX = b'{"type":"event","event":"session.status.changed"'
 CLIENTS_PER_WORKER = 250
 RUN_TIMEOUT_S = 300.0
+DELTA_EVENT = "session.message.delta"
+WORD_NUMBER = re.compile(r"\bw(\d+)\b")
+"""A word of the faux `!long N` reply and its number."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +78,7 @@ class Outcome:
     events: int
     seconds: float
     peak_rss: float
+    lateness_ms: list[float]
 
     @property
     def p50(self) -> float:
@@ -75,9 +93,10 @@ class Outcome:
 
 
 class Follower:
-    """One client's view of its session: native events' seqs and latencies."""
+    """One client's view of its session: native events' seqs and latencies, and when each
+    numbered word of the reply arrived."""
 
-    __slots__ = ("clock_offset", "done", "first", "last", "latencies", "on_done", "seqs")
+    __slots__ = ("clock_offset", "done", "first", "last", "latencies", "on_done", "sent", "seqs", "words")
 
     def __init__(self, on_done: asyncio.Event, clock_offset: float) -> None:
         self.on_done = on_done
@@ -87,13 +106,20 @@ class Follower:
         self.first = 0.0
         self.last = 0.0
         self.done = False
+        self.sent = 0.0  # monotonic clock just before chat.send was written
+        self.words: list[tuple[float, int]] = []  # (receipt time, highest word number in the delta)
 
     def __call__(self, payload: bytes, now: float) -> None:
         if not payload.startswith(NATIVE_PREFIX):
             return
-        event = json.loads(payload)["payload"]
+        frame = json.loads(payload)
+        event = frame["payload"]
         self.latencies.append((now + self.clock_offset) * 1000 - event["ts"])
         self.seqs.append(event["sessionSeq"])
+        if frame["event"] == DELTA_EVENT and event.get("kind") == "text":
+            numbers = WORD_NUMBER.findall(event["delta"])
+            if numbers:
+                self.words.append((now, max(int(n) for n in numbers)))
         if not self.first:
             self.first = now
         self.last = now
@@ -107,12 +133,22 @@ class Follower:
         missing = sum(1 for seq in range(1, last_seq + 1) if seq not in seen)
         return missing, len(self.seqs) - len(seen)
 
+    def lateness(self, pace_ms: float) -> list[float]:
+        """Per delta, ms after its highest word was due: `(i - 1) x pace_ms` after the send."""
+        return [(at - self.sent) * 1000 - (word - 1) * pace_ms for at, word in self.words]
+
 
 async def _follow(client: WireClient, token: str, key: str, follower: Follower) -> None:
     await client.gateway_connect(token)
     await client.request("sessions.create", {"key": key})
     client.on_event = follower
     await client.request("sessions.events.subscribe", {"key": key})
+
+
+async def _send(client: WireClient, key: str, message: str, follower: Follower) -> None:
+    # `request` writes the frame before its first await, so this is the moment it leaves.
+    follower.sent = time.monotonic()
+    await client.request("chat.send", {"sessionKey": key, "message": message, "idempotencyKey": f"run-{key}"})
 
 
 async def _worker(spec: dict[str, Any]) -> None:
@@ -130,12 +166,7 @@ async def _worker(spec: dict[str, Any]) -> None:
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     message = f"!long {spec['deltas']}"
-    await asyncio.gather(
-        *(
-            c.request("chat.send", {"sessionKey": k, "message": message, "idempotencyKey": f"run-{k}"})
-            for c, k in zip(clients, keys, strict=True)
-        )
-    )
+    await asyncio.gather(*(_send(c, k, message, f) for c, k, f in zip(clients, keys, followers, strict=True)))
     deadline = time.monotonic() + spec["timeout"]
     while not all(f.done for f in followers) and time.monotonic() < deadline:
         finished.clear()
@@ -156,6 +187,7 @@ async def _worker(spec: dict[str, Any]) -> None:
         json.dumps(
             {
                 "latencies": [round(x, 3) for f in followers for x in f.latencies],
+                "lateness": [round(x, 3) for f in followers for x in f.lateness(spec["pace_ms"])],
                 "lost": lost,
                 "duplicates": duplicates,
                 "done": sum(1 for f in followers if f.done),
@@ -187,58 +219,31 @@ def _config(plan: Plan) -> str:
     )
 
 
-def _spawn_workers(port: int, token: str, plan: Plan) -> list[subprocess.Popen[str]]:
-    procs = []
-    for first in range(0, plan.sessions, CLIENTS_PER_WORKER):
-        spec = {
+def _worker_specs(port: int, token: str, plan: Plan) -> list[dict[str, Any]]:
+    return [
+        {
             "port": port,
             "token": token,
             "first": first,
             "count": min(CLIENTS_PER_WORKER, plan.sessions - first),
             "deltas": plan.deltas,
+            "pace_ms": plan.pace_ms,
             "timeout": RUN_TIMEOUT_S,
         }
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "bench.sessions", "--worker", json.dumps(spec)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-        )
-    return procs
-
-
-def _line(proc: subprocess.Popen[str]) -> str:
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line:
-        raise RuntimeError(f"a client worker exited ({proc.wait()})")
-    return line
+        for first in range(0, plan.sessions, CLIENTS_PER_WORKER)
+    ]
 
 
 def measure(plan: Plan, profile_dir: Path | None = None) -> Outcome:
     env = {"GATEWAY_FAUX_PACE_MS": str(plan.pace_ms)}
-    profile = profile_dir / f"gatewayd-sessions-k{plan.sessions}.prof" if profile_dir else None
-    with gateway_daemon(env=env, config=_config(plan), profile=profile) as daemon:
-        procs = _spawn_workers(daemon.port, daemon.token, plan)
-        try:
-            for proc in procs:
-                if _line(proc).strip() != "ready":
-                    raise RuntimeError("a client worker failed to set up its sessions")
-            for proc in procs:
-                assert proc.stdin is not None
-                proc.stdin.write("go\n")
-                proc.stdin.flush()
-            results = [json.loads(_line(proc)) for proc in procs]
-            peak = peak_rss_bytes(daemon.pid)
-        finally:
-            for proc in procs:
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+    profile = profile_dir / f"gatewayd-sessions-k{plan.sessions}-m{plan.deltas}.prof" if profile_dir else None
+    with (
+        gateway_daemon(env=env, config=_config(plan), profile=profile) as daemon,
+        Workers("bench.sessions", _worker_specs(daemon.port, daemon.token, plan)) as workers,
+    ):
+        workers.ready("a client worker failed to set up its sessions")
+        results = workers.go()
+        peak = peak_rss_bytes(daemon.pid)
     seen = [r for r in results if r["events"]]
     return Outcome(
         latencies_ms=[x for r in results for x in r["latencies"]],
@@ -248,6 +253,7 @@ def measure(plan: Plan, profile_dir: Path | None = None) -> Outcome:
         events=sum(r["events"] for r in results),
         seconds=max((r["last"] for r in seen), default=0.0) - min((r["first"] for r in seen), default=0.0),
         peak_rss=float(peak) / 2**20 if peak is not None else float("nan"),
+        lateness_ms=[x for r in results for x in r["lateness"]],
     )
 
 
@@ -273,11 +279,32 @@ def _rows(plan: Plan, got: Outcome, base: Outcome) -> list[Row]:
     ]
 
 
+def _lateness_rows(plan: Plan, got: Outcome, base: Outcome) -> list[Row]:
+    setting = f"K={plan.sessions:,} at once, !long {plan.deltas}, {plan.pace_ms:g} ms/word"
+    note = "" if got.complete else " [timed out]"
+    rows = [
+        Row(
+            f"word lateness p{round(q * 100)}{note}",
+            setting,
+            percentile(got.lateness_ms, q),
+            "ms",
+            "K=1",
+            percentile(base.lateness_ms, q),
+        )
+        for q in (0.50, 0.99)
+    ]
+    lost = got.lost + got.duplicates
+    return [*rows, Row("events lost + duplicated", setting, lost, "", "K=1", base.lost + base.duplicates)]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.sessions", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="K = 50 against K = 1, short runs")
+    parser.add_argument("--quick", action="store_true", help="K = 50 and 20 against K = 1, short runs")
+    parser.add_argument("--lateness", action="store_true", help="only the word lateness rows")
     parser.add_argument("--pace-ms", type=float, default=20.0, help="faux pace per word (default 20)")
-    parser.add_argument("--deltas", type=int, help="words per reply (default 50, quick 10)")
+    parser.add_argument(
+        "--deltas", type=int, help="words per reply (default 50; quick 10, except for word lateness)"
+    )
     parser.add_argument("--profile", type=Path, metavar="DIR", help="write a cProfile of each daemon to DIR")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -287,13 +314,27 @@ def main(argv: list[str] | None = None) -> None:
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     deltas = args.deltas or (10 if args.quick else 50)
-    sizes = [50] if args.quick else [100, 1000]
+    words = args.deltas or 50
+    sizes = [] if args.lateness else [50] if args.quick else [100, 1000]
+    lateness_sizes = [20] if args.quick else [100, 400]
     started = time.perf_counter()
-    base = measure(Plan(1, deltas, args.pace_ms), args.profile)
+    # A plan measured once serves every row that asks for it (in the full run, K = 1 and K = 100).
+    outcomes: dict[Plan, Outcome] = {}
+
+    def outcome(plan: Plan) -> Outcome:
+        if plan not in outcomes:
+            outcomes[plan] = measure(plan, args.profile)
+        return outcomes[plan]
+
     rows: list[Row] = []
     for size in sizes:
+        base = outcome(Plan(1, deltas, args.pace_ms))
         plan = Plan(size, deltas, args.pace_ms)
-        rows += _rows(plan, measure(plan, args.profile), base)
+        rows += _rows(plan, outcome(plan), base)
+    for size in lateness_sizes:
+        base = outcome(Plan(1, words, args.pace_ms))
+        plan = Plan(size, words, args.pace_ms)
+        rows += _lateness_rows(plan, outcome(plan), base)
     print(render(rows))
     print(f"\n({time.perf_counter() - started:.1f} s; ratios compare with a baseline from this same run)")
 

@@ -130,21 +130,26 @@ class ChannelLeasing:
                 await self.run_pass()
             except SessionsError as exc:  # the next pass tries again; a ttl bounds the trust
                 log.warning("channel lease pass failed", error=repr(exc))
+                await self._drop_unconfirmed()
             except Exception:
                 log.exception("channel lease pass failed")
-            await self._drop_unconfirmed()
+                await self._drop_unconfirmed()
             await asyncio.sleep(self._interval_s)
 
     async def run_pass(self) -> None:
-        """One pass: confirm or give up the leases of the bindings running here, take free ones
-        and start their bindings, then note who holds what. Raises what the database raises."""
-        for binding_id in self._ids:
+        """One pass: confirm or give up the leases of the bindings running here (and stop those
+        no one could confirm for a ttl), then take free ones and start their bindings (a start
+        may wait for the replies left in flight, so it comes after the confirmations), then note
+        who holds what. Raises what the database raises."""
+        for binding_id in [b for b in self._ids if b in self._tokens]:
             if self._closed:
                 return
-            if binding_id in self._tokens:
-                await self._confirm(binding_id)
-            else:
-                await self._try_acquire(binding_id)
+            await self._confirm(binding_id)
+        await self._drop_unconfirmed()
+        for binding_id in [b for b in self._ids if b not in self._tokens]:
+            if self._closed:
+                return
+            await self._try_acquire(binding_id)
         self._holders = await self._leases.holders()
 
     async def _confirm(self, binding_id: str) -> None:

@@ -330,7 +330,10 @@ class Runs:
         if context is None:
             # Only the part of the transcript the context holds is read (from the newest
             # compaction on): a run's cost follows its context, however long the history is.
-            entries = await self._store.transcript.context_entries(session.id)
+            # A new session with no entries of its own and no parent has nothing to read (a burst
+            # of first messages must not queue up for the database one read after another).
+            fresh = session.entry_count == 0 and session.parent_id is None
+            entries = [] if fresh else await self._store.transcript.context_entries(session.id)
             context = self._contexts.fill(session.id, session.entry_count, entries)
         tools = RunTools([])
         if error is None:
