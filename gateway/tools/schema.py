@@ -10,6 +10,7 @@ cleaned. The tool's own validation (in the agent loop) always uses the original 
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from dataclasses import replace
 from typing import Any
 
@@ -19,7 +20,29 @@ _ALWAYS_DROP = ("$schema", "$id", "$comment", "examples")
 _GOOGLE_DROP = ("additionalProperties", "default", "patternProperties", "const", "$defs", "definitions")
 
 
+_CACHE_SIZE = 1024
+_normalized: OrderedDict[tuple[int, str], tuple[dict[str, Any], dict[str, Any]]] = OrderedDict()
+"""Normalised schemas by (the original's identity, provider), each kept with its original so the
+identity cannot be reused while the entry lives. Every run builds its tools again from the same
+schema objects (module constants, an MCP server's listed tools), so each is normalised once."""
+
+
 def normalize_schema(schema: dict[str, Any], provider: str) -> dict[str, Any]:
+    """`schema` for `provider` (the result is shared: neither it nor `schema` may be changed in
+    place; tools are made with a schema and never change it)."""
+    key = (id(schema), provider)
+    hit = _normalized.get(key)
+    if hit is not None and hit[0] is schema:
+        _normalized.move_to_end(key)
+        return hit[1]
+    out = _normalize(schema, provider)
+    _normalized[key] = (schema, out)
+    if len(_normalized) > _CACHE_SIZE:
+        _normalized.popitem(last=False)
+    return out
+
+
+def _normalize(schema: dict[str, Any], provider: str) -> dict[str, Any]:
     out: dict[str, Any] = _clean(copy.deepcopy(schema), google=provider in ("google", "gemini", "vertex"))
     if out.get("type") != "object":
         out = {

@@ -89,6 +89,17 @@ def test_schema_root_becomes_an_object() -> None:
     assert normalize_schema({}, "openai") == {"type": "object", "properties": {}}
 
 
+def test_a_schema_is_normalised_once_per_provider_and_kept_for_the_next_runs() -> None:
+    schema = _tool("t").parameters
+    first = normalize_schema(schema, "openai")
+    assert normalize_schema(schema, "openai") is first  # the next run's tools reuse it
+    google = normalize_schema(schema, "google")
+    assert google is not first and "additionalProperties" not in google
+    copy = {**schema}
+    assert normalize_schema(copy, "openai") == first and normalize_schema(copy, "openai") is not first
+    assert schema["$schema"], "the original schema is left untouched"
+
+
 def test_schema_layer_keeps_everything_but_parameters() -> None:
     tool = _tool("t", scope="operator.write")
     [out] = schema_layer([tool], provider="google")
