@@ -490,7 +490,7 @@ class Publisher:
         self._hub = hub
         self._bridge = bridge
         self.cluster: ClusterNode | None = None
-        """In a cluster, where this node's committed events and session changes also go."""
+        """In a cluster, where this node's committed events also go."""
 
     def publish(self, event: SessionEvent) -> None:
         self._hub.session_named(event.session_key, event.session_id)
@@ -500,8 +500,6 @@ class Publisher:
 
     def session_changed(self, session_id: str, reason: str) -> None:
         self._bridge.session_changed(session_id, reason)
-        if self.cluster is not None:
-            self.cluster.session_changed(session_id, reason)
 
     def local(self) -> Publisher:
         """A publisher to this node's clients only (for events that came from other nodes)."""

@@ -8,7 +8,9 @@ before the session manager starts. It owns the parts and the tasks that tie them
   batches come in through the relay (`relay`), which hands them to the local hub in `seq` order
   and fills any hole from the event log (after a Redis restart too: `catch_up`);
 - the messages between nodes: `wake` (an input was recorded here for a session another node
-  owns), `abort` (a client here aborts a run there), `changed` (a session list changed);
+  owns), `abort` (a client here aborts a run there), `release` (an operation here needs a
+  session that node owns), `changed` (a session list changed), `approval` (a request announced
+  or decided); each may arrive twice and is handled so that twice does no harm;
 - the sweep (every `min(1 s, lease_ttl_s / 4)`): takes the sessions of dead or departed nodes
   that have a run left open or inputs waiting, and runs this node's inputs a lost wake-up left
   behind (`sessions.placement`).
@@ -78,6 +80,8 @@ class ClusterNode:
         self._background = Background("cluster")
         self._host = socket.gethostname()
         self._approvals: Approvals | None = None
+        self._echo = False
+        bridge.add_change_listener(self._changed_here)
         self._pending: list[SessionEvent] = []
         self._flush_armed = False
         manager.join_cluster(self.ownership, self)
@@ -142,9 +146,11 @@ class ClusterNode:
         if self._approvals is not None:
             await self._approvals.cancel_session(session_id)
 
-    def session_changed(self, session_id: str, reason: str) -> None:
-        """A session's row changed here: the other nodes' session lists follow."""
-        self.bus.send("changed", {"sessionId": session_id, "reason": reason})
+    def _changed_here(self, session_id: str, reason: str) -> None:
+        """A session list change on this node (a run, a patch, a new session): the other nodes'
+        session lists follow. One that came from another node is not sent back."""
+        if not self._echo:
+            self.bus.send("changed", {"sessionId": session_id, "reason": reason})
 
     # --- RemoteOwners -------------------------------------------------------------------------
 
@@ -199,7 +205,11 @@ class ClusterNode:
                 self._background.spawn(placement.sweep_releases(), name="cluster-release")
         elif kind == "changed":
             what = body.get("reason")
-            self._bridge.session_changed(session_id, what if isinstance(what, str) else "changed")
+            self._echo = True
+            try:
+                self._bridge.session_changed(session_id, what if isinstance(what, str) else "changed")
+            finally:
+                self._echo = False
         else:
             log.debug("unknown cluster message", kind=kind, origin=origin)
 

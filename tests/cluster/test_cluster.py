@@ -440,3 +440,24 @@ async def test_a_run_is_aborted_from_a_node_that_does_not_run_it(cluster: Cluste
         outcome = await wait_run(on_b, run_id, timeout_s=10)
         assert outcome["status"] == "aborted", outcome
         assert await owner_of(cluster, key) == "a"  # stopped where it ran
+
+
+async def test_session_list_changes_on_one_node_reach_the_lists_of_the_others(cluster: Cluster) -> None:
+    a = cluster.start("a")
+    b = cluster.start("b")
+    key = "agent:main:listed"
+    async with connected(a) as on_a, connected(b) as on_b:
+        await on_a.call("sessions.subscribe", {})
+        first = await send(on_b, key, "hello")
+        assert (await wait_run(on_b, first))["status"] == "ok"
+        await on_b.call("sessions.patch", {"key": key, "label": "renamed on b"})
+        changed = await next_matching(
+            on_a,
+            lambda f: (
+                f.get("event") == "sessions.changed"
+                and f["payload"].get("sessionKey") == key
+                and f["payload"].get("reason") == "patch"
+            ),
+        )
+        assert changed["payload"]["session"]["label"] == "renamed on b"
+        assert changed["payload"]["session"]["ownerNode"] == "b"
