@@ -27,7 +27,7 @@ import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -44,6 +44,7 @@ from sessions.records import InputRecord
 from sessions.recovery import recover_session
 from sessions.runs import Runs
 from sessions.schema import InputStatus
+from sessions.session_events import open_reply
 from sessions.store import Store
 from sessions.termination import TerminationReason
 
@@ -55,6 +56,8 @@ WAKE_GRACE_MS = 2000
 """A sweep leaves inputs younger than this to the wake-up that was sent for them."""
 ACQUIRE_TIMEOUT_S = 30.0
 """How long an operation on another node's session waits for that node to let it go."""
+IN_FLIGHT_EVENTS = 5000
+"""How far back the log is read for the text of a run streaming on another node."""
 RESERVATION_TTL_S = 600.0
 """A reservation older than this whose input no longer waits is forgotten."""
 
@@ -248,6 +251,22 @@ class Placement:
         for key, at in list(self._reserved.items()):
             if started - at > RESERVATION_TTL_S and key not in still:
                 del self._reserved[key]
+
+    async def in_flight(self, session_id: str) -> dict[str, Any] | None:
+        """The run another node is streaming for the session and its text so far, read from the
+        event log (`SessionManager.in_flight` answers for this node's own runs)."""
+        if self.ownership.owns(session_id):
+            return None
+        running = await self._store.runs.running(session_id)
+        if not running:
+            return None
+        run_id = running[-1].id
+        last = await self._store.events.last_seq(session_id)
+        recent = await self._store.events.read(
+            session_id, after_seq=max(0, last - IN_FLIGHT_EVENTS), limit=IN_FLIGHT_EVENTS
+        )
+        text, _ = open_reply(event for event in recent if event.run_id == run_id)
+        return {"runId": run_id, "text": text}
 
     def lost(self, session_id: str) -> None:
         """Another node took the session: drop what this node holds of it."""

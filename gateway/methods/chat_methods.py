@@ -136,6 +136,11 @@ async def chat_history(call: Call, params: p.ChatHistoryParams) -> Any:
     if start > 0:
         answer["cursor"] = str(skip + len(page))
     in_flight = manager.in_flight(record.id)
+    if in_flight is None and manager.placement is not None:  # a run on another node
+        try:
+            in_flight = await manager.placement.in_flight(record.id)
+        except SessionsError as exc:
+            raise from_sessions_error(exc) from exc
     if in_flight is not None:
         answer["inFlightRun"] = in_flight
     return answer
