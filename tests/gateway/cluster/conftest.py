@@ -1,6 +1,7 @@
 """Cluster fixtures: the real Redis at 127.0.0.1:6379 (a unique channel prefix per test), a TCP
 proxy in front of it that a test can cut or freeze (the shared Redis itself is never restarted),
-the sessions store on each backend, and small helpers to make and wait for events."""
+the sessions store on each backend, a PostgreSQL database of a test's own, and small helpers to
+make and wait for events."""
 
 from __future__ import annotations
 
@@ -14,14 +15,28 @@ import pytest
 from redis.asyncio import Redis
 
 from sessions import MessageDelta, SessionEvent, Store, TurnStarted
-from sessions.store import NewEvent
-from tests.sessions.conftest import store, store_url
+from sessions.db import Database
+from sessions.store import NewEvent, open_database
+from tests.sessions.conftest import PG_URL, drop_schema, store, store_url, url_with_schema
 
 __all__ = ["store", "store_url"]
 
 REDIS_HOST = "127.0.0.1"
 REDIS_PORT = 6379
 REDIS_URL = f"redis://{REDIS_HOST}:{REDIS_PORT}/0"
+
+
+@pytest.fixture
+async def database() -> AsyncIterator[Database]:
+    """PostgreSQL (cluster mode needs it): a migrated database in a schema of its own, dropped afterwards."""
+    assert PG_URL is not None
+    schema = f"gw_test_{uuid.uuid4().hex[:20]}"
+    db = await open_database(url_with_schema(PG_URL, schema))
+    try:
+        yield db
+    finally:
+        await db.aclose()
+        await drop_schema(PG_URL, schema)
 
 
 @pytest.fixture

@@ -3,33 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import text
 
 from gateway.cluster.leases import Leases
 from sessions.db import Database
-from sessions.store import open_database
-from tests.sessions.conftest import PG_URL, drop_schema, needs_postgres, url_with_schema
+from tests.sessions.conftest import needs_postgres
 
 pytestmark = [pytest.mark.postgres, needs_postgres]
 
 TTL_MS = 60_000
-
-
-@pytest.fixture
-async def database() -> AsyncIterator[Database]:
-    """A migrated database in a schema of its own, dropped afterwards."""
-    assert PG_URL is not None
-    schema = f"gw_test_{uuid.uuid4().hex[:20]}"
-    db = await open_database(url_with_schema(PG_URL, schema))
-    try:
-        yield db
-    finally:
-        await db.aclose()
-        await drop_schema(PG_URL, schema)
 
 
 async def node_row(db: Database, node_id: str, *, ttl_ms: int = TTL_MS) -> None:

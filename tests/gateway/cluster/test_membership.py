@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -17,22 +16,9 @@ from gateway.methods.cluster_methods import clustered_status
 from sessions import Store
 from sessions.db import Database
 from sessions.store import open_database
-from tests.sessions.conftest import PG_URL, drop_schema, needs_postgres, url_with_schema
+from tests.sessions.conftest import needs_postgres
 
 pytestmark = [pytest.mark.postgres, needs_postgres]
-
-
-@pytest.fixture
-async def database() -> AsyncIterator[Database]:
-    """A migrated database in a schema of its own, dropped afterwards."""
-    assert PG_URL is not None
-    schema = f"gw_test_{uuid.uuid4().hex[:20]}"
-    db = await open_database(url_with_schema(PG_URL, schema))
-    try:
-        yield db
-    finally:
-        await db.aclose()
-        await drop_schema(PG_URL, schema)
 
 
 @pytest.fixture
