@@ -188,7 +188,13 @@ class Gateway:
         home = config.home
         home.mkdir(parents=True, exist_ok=True)
         # One database, shared by the sessions' store and the bindings' channel store.
-        database = await open_database(config.database_url, busy_timeout_ms=config.database.busy_timeout_ms)
+        database = await open_database(
+            config.database_url,
+            busy_timeout_ms=config.database.busy_timeout_ms,
+            # A node paused inside a commit must not hold its row locks (and so its sessions)
+            # past half its lease: PostgreSQL ends such a connection.
+            idle_transaction_timeout_ms=int(config.cluster.lease_ttl_s * 500) if config.clustered else None,
+        )
         store = Store(database)
         hub = Hub()
         bridge = Bridge(hub, pacing=delta_pacing(config))

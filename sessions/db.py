@@ -193,17 +193,21 @@ class Database:
         *,
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
         write_wait_ms: int = DEFAULT_WRITE_WAIT_MS,
+        idle_transaction_timeout_ms: int | None = None,
     ) -> Database:
         """Create the engines for `url` (no connection is made yet).
 
         `busy_timeout_ms` is how long SQLite waits for another process's lock before a statement
         fails with StoreUnavailable; `write_wait_ms` how long a write waits for this store's own
-        writer. Raise StoreError for an unsupported URL or an in-memory SQLite database.
+        writer. `idle_transaction_timeout_ms` (PostgreSQL): the server ends a connection of ours
+        that sits inside a transaction this long (a cluster node paused mid-commit must not hold
+        its row locks past its lease). Raise StoreError for an unsupported URL or an in-memory
+        SQLite database.
         """
         parsed, schema = normalize_url(url)
         retry = max(50, min(busy_timeout_ms, _RETRY_LOCKED_MS))
         if parsed.get_backend_name() == "postgresql":
-            engine = _postgres_engine(parsed, schema)
+            engine = _postgres_engine(parsed, schema, idle_transaction_timeout_ms)
             return cls(
                 parsed,
                 schema=schema,
@@ -387,12 +391,14 @@ class Database:
             lock.release()
 
 
-def _postgres_engine(url: URL, schema: str | None) -> AsyncEngine:
+def _postgres_engine(url: URL, schema: str | None, idle_transaction_timeout_ms: int | None) -> AsyncEngine:
     # `application_name` names our connections in `pg_stat_activity` (with the schema, when
     # several gateways share one database).
     settings = {"application_name": f"agent-gateway/{schema}" if schema else "agent-gateway"}
     if schema is not None:
         settings["search_path"] = schema
+    if idle_transaction_timeout_ms is not None:
+        settings["idle_in_transaction_session_timeout"] = str(idle_transaction_timeout_ms)
     connect_args: dict[str, Any] = {"server_settings": settings}
     return create_async_engine(
         url, pool_size=5, max_overflow=10, pool_pre_ping=True, connect_args=connect_args

@@ -53,8 +53,9 @@ class Inputs:
     def __init__(self, store: Store, *, find_run: Callable[[str], RunState | None]) -> None:
         self._store = store
         self._find_run = find_run
-        # Per input key, set once the input's outcome is recorded; only while someone waits.
-        self._waiters: dict[str, asyncio.Event] = {}
+        # Per input key, one event per waiting caller, set once the input's outcome is recorded.
+        # A caller that stops waiting (timeout, outcome read from the ledger) takes its own out.
+        self._waiters: dict[str, set[asyncio.Event]] = {}
         self._closed = False
         self.poll_s: float | None = None
         """Read the ledger again this often while waiting (in a cluster, another node may
@@ -95,17 +96,17 @@ class Inputs:
             except SessionsError:
                 log.exception("could not record an input's outcome", key=key)
                 continue
-            waiter = self._waiters.pop(key, None)
-            if waiter is not None:
-                waiter.set()
+            self._wake(key)
 
     def settled(self, keys: list[str]) -> None:
         """Wake the waiters of inputs whose outcome the caller has just recorded itself (with
         `InputLedger.move_in`, in a transaction of its own)."""
         for key in keys:
-            waiter = self._waiters.pop(key, None)
-            if waiter is not None:
-                waiter.set()
+            self._wake(key)
+
+    def _wake(self, key: str) -> None:
+        for event in self._waiters.pop(key, ()):
+            event.set()
 
     async def wait(self, run_id: str, timeout_s: float | None = None) -> dict[str, Any] | None:
         """Wait until the input `run_id` (or the run of that id) has its outcome and return the
@@ -115,14 +116,16 @@ class Inputs:
         if record is None:
             return await self._wait_plain_run(run_id, timeout_s)
         if record.status not in FINAL_INPUT_STATUSES:
-            waiter = self._waiters.setdefault(run_id, asyncio.Event())
-            record = await self._store.inputs.get(run_id)  # after registering: no outcome slips by
-            if record is not None and record.status not in FINAL_INPUT_STATUSES and not self._closed:
-                record = await self._wait_for(run_id, waiter, timeout_s)
-                if record is None:
-                    return None
-            elif self._waiters.pop(run_id, None) is waiter:
-                waiter.set()
+            waiter = asyncio.Event()
+            self._waiters.setdefault(run_id, set()).add(waiter)
+            try:
+                record = await self._store.inputs.get(run_id)  # after registering: no outcome slips by
+                if record is not None and record.status not in FINAL_INPUT_STATUSES and not self._closed:
+                    record = await self._wait_for(run_id, waiter, timeout_s)
+                    if record is None:
+                        return None
+            finally:
+                self._forget(run_id, waiter)
         if record is None or record.status not in FINAL_INPUT_STATUSES:
             return None
         return await self.result(record)
@@ -152,12 +155,25 @@ class Inputs:
                 continue
             return await self._store.inputs.get(run_id)
 
+    @property
+    def waiting(self) -> int:
+        """Callers waiting for an outcome now."""
+        return sum(len(waiters) for waiters in self._waiters.values())
+
+    def _forget(self, run_id: str, waiter: asyncio.Event) -> None:
+        waiters = self._waiters.get(run_id)
+        if waiters is not None:
+            waiters.discard(waiter)
+            if not waiters:
+                del self._waiters[run_id]
+
     def close(self) -> None:
         """Wake every waiter (they answer None unless the outcome is there); later waits do
         not block. Idempotent."""
         self._closed = True
-        for event in self._waiters.values():
-            event.set()
+        for waiters in self._waiters.values():
+            for event in waiters:
+                event.set()
 
     async def result(self, record: InputRecord) -> dict[str, Any]:
         """The result of a settled input: its run's stored result, with the input's own outcome

@@ -31,6 +31,8 @@ __all__ = ["DB_NOW_MS", "Ownership", "SessionOwner"]
 
 log = structlog.get_logger("sessions.ownership")
 
+CLAIM_LOCK_TIMEOUT_MS = 500
+"""How long a claim waits for a session row another transaction holds."""
 DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 """The database's clock in Unix milliseconds (PostgreSQL)."""
 
@@ -123,6 +125,9 @@ class Ownership:
         if known is not None:
             return known
         async with self._db.write_direct() as tx:
+            # A row locked by a node that stopped mid-commit is given up on quickly (the server
+            # ends that node's transaction; the next sweep tries again).
+            await tx.execute(f"SET LOCAL lock_timeout = {CLAIM_LOCK_TIMEOUT_MS}")
             found = await tx.fetch(_CLAIM_SQL, [self.node_id, session_id, self.node_id, self.node_id])
         if not found:
             return None

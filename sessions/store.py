@@ -94,17 +94,24 @@ async def open_database(
     *,
     busy_timeout_ms: int = _db.DEFAULT_BUSY_TIMEOUT_MS,
     write_wait_ms: int = _db.DEFAULT_WRITE_WAIT_MS,
+    idle_transaction_timeout_ms: int | None = None,
 ) -> _db.Database:
     """Open the database at `url` and upgrade its schema to the newest migration.
 
     `url` is a SQLAlchemy URL (`sqlite:///path`, `postgresql://user@host/db`, optionally
     `?schema=NAME`); the async driver is chosen here. `busy_timeout_ms`: how long SQLite waits
-    for another process's lock before a call fails with StoreUnavailable. The caller closes it
+    for another process's lock before a call fails with StoreUnavailable;
+    `idle_transaction_timeout_ms` see `Database.open`. The caller closes it
     (`Store.aclose()` does, for the store built on it). Raise StoreUnavailable when the database
     cannot be reached or stays locked, StoreError when the URL is not supported or the schema is
     newer than this program.
     """
-    database = _db.Database.open(url, busy_timeout_ms=busy_timeout_ms, write_wait_ms=write_wait_ms)
+    database = _db.Database.open(
+        url,
+        busy_timeout_ms=busy_timeout_ms,
+        write_wait_ms=write_wait_ms,
+        idle_transaction_timeout_ms=idle_transaction_timeout_ms,
+    )
     try:
         await database.migrate(_upgrade)
     except BaseException:
