@@ -19,6 +19,7 @@ on SQLite has no owner and no fence).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import structlog
@@ -84,12 +85,18 @@ class Ownership:
         self._db = database
         self.node_id = node_id
         self._tokens: dict[str, int] = {}
+        self._used: dict[str, float] = {}
+        """When each owned session was last asked about (monotonic seconds)."""
 
     def __len__(self) -> int:
         return len(self._tokens)
 
     def owns(self, session_id: str) -> bool:
-        return session_id in self._tokens
+        """Whether this node owns the session (asking counts as a use: `unused`)."""
+        if session_id in self._tokens:
+            self._used[session_id] = time.monotonic()
+            return True
+        return False
 
     def token_of(self, session_id: str) -> int | None:
         return self._tokens.get(session_id)
@@ -100,7 +107,7 @@ class Ownership:
         mine = self._tokens.get(session_id)
         if owner != self.node_id or mine != token:
             if mine is not None:
-                self._tokens.pop(session_id, None)
+                self.lost(session_id)
                 log.warning("session taken over by another node", session_id=session_id, owner=owner)
             raise Fenced(session_id, owner)
 
@@ -133,27 +140,39 @@ class Ownership:
             return None
         token = int(found[0][0])
         self._tokens[session_id] = token
+        self._used[session_id] = time.monotonic()
         log.info("session taken", session_id=session_id, token=token)
         return token
 
     def lost(self, session_id: str) -> None:
         """Forget a session another node took (a commit was fenced)."""
         self._tokens.pop(session_id, None)
+        self._used.pop(session_id, None)
 
     async def release(self, session_ids: list[str] | None = None) -> list[str]:
         """Give sessions back (all of this node's by default): their rows name no owner, so any
-        node takes them at once. Returns the ids released."""
+        node takes them at once. Returns the ids released.
+
+        This node forgets each token before the database hears of it: from then on nothing here
+        writes with it, and a claim made here meanwhile raises the token, which leaves that
+        session's row as the claim made it."""
         chosen = list(self._tokens) if session_ids is None else [s for s in session_ids if s in self._tokens]
+        tokens = [(session_id, self._tokens.pop(session_id)) for session_id in chosen]
+        for session_id in chosen:
+            self._used.pop(session_id, None)
         released: list[str] = []
-        if not chosen:
+        if not tokens:
             return released
         async with self._db.write_direct() as tx:
-            for session_id in chosen:
-                if await tx.execute(_RELEASE_SQL, [session_id, self.node_id, self._tokens[session_id]]):
+            for session_id, token in tokens:
+                if await tx.execute(_RELEASE_SQL, [session_id, self.node_id, token]):
                     released.append(session_id)
-        for session_id in chosen:
-            self._tokens.pop(session_id, None)
         return released
+
+    def unused(self, for_s: float) -> list[str]:
+        """This node's sessions nothing here has asked about for `for_s` seconds."""
+        now = time.monotonic()
+        return [session_id for session_id, at in self._used.items() if now - at >= for_s]
 
     async def orphans(self, grace_ms: int, limit: int = 100) -> list[str]:
         """Sessions with a run left open or inputs waiting whose owner is gone (or is this node's

@@ -56,6 +56,8 @@ WAKE_GRACE_MS = 2000
 """A sweep leaves inputs younger than this to the wake-up that was sent for them."""
 ACQUIRE_TIMEOUT_S = 30.0
 """How long an operation on another node's session waits for that node to let it go."""
+RELEASE_UNUSED_S = 1800.0
+"""A session no one here has asked about for this long is given back (`_release_unused`)."""
 IN_FLIGHT_EVENTS = 5000
 """How far back the log is read for the text of a run streaming on another node."""
 RESERVATION_TTL_S = 600.0
@@ -97,6 +99,7 @@ class Placement:
         self.remote = remote
         self._reserved: dict[str, float] = {}
         self._to_release: set[str] = set()
+        self.release_unused_s = RELEASE_UNUSED_S
         self._taking: dict[str, tuple[asyncio.Lock, int]] = {}
         """Per session being taken: its lock and how many callers use it."""
         self.before_take: Callable[[str], Awaitable[None]] | None = None
@@ -150,6 +153,22 @@ class Placement:
                 self.remote.release(owner.node, session_id)
                 asked_at = now
             await asyncio.sleep(0.05)
+
+    async def _release_unused(self) -> None:
+        """A session nothing here has asked about for a long while goes back to nobody: the node
+        that gets its next input takes it (so sessions spread over the nodes as they come back,
+        and a node holds tokens only for the sessions it serves)."""
+        unused = [
+            session_id
+            for session_id in self.ownership.unused(self.release_unused_s)
+            if self._lives.get(session_id) is None
+            and session_id not in self._taking
+            and session_id not in self._to_release
+            and not self._lanes.depth(session_id)
+        ]
+        if unused:
+            released = await self.ownership.release(unused)
+            log.info("sessions unused here given back", count=len(released))
 
     def release_when_idle(self, session_id: str) -> None:
         """Another node asks for the session: give it up as soon as nothing of it is running or
@@ -220,6 +239,7 @@ class Placement:
     async def _dispatch(self, record: InputRecord) -> None:
         if not self.reserve(record.idempotency_key):
             return
+        self.ownership.owns(record.session_id)  # a use: not given back while it dispatches
         try:
             live = await self._lives.load(record.session_id)
             mode = record.queue_mode or await self._default_mode(record.session_id)
@@ -231,8 +251,10 @@ class Placement:
 
     async def sweep(self) -> None:
         """Take orphaned sessions that have something to do, run this node's own waiting inputs
-        that no wake-up brought, and hand over the sessions other nodes asked for once idle."""
+        that no wake-up brought, hand over the sessions other nodes asked for once idle, and
+        give back those unused here for `release_unused_s`."""
         await self._release_idle()
+        await self._release_unused()
         for session_id in await self.ownership.orphans(WAKE_GRACE_MS):
             try:
                 await self._take(session_id)
