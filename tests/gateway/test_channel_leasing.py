@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
 from collections.abc import AsyncIterator
 
 import pytest
@@ -16,7 +15,7 @@ from gateway.channel_leasing import ChannelLeasing, lease_name
 from gateway.cluster.leases import Leases
 from sessions.store import open_database
 from tests.gateway.cluster.test_leases import node_row
-from tests.sessions.conftest import PG_URL, drop_schema, needs_postgres, url_with_schema
+from tests.sessions.conftest import needs_postgres, postgres_schema
 
 pytestmark = [pytest.mark.postgres, needs_postgres]
 
@@ -65,12 +64,8 @@ class Heartbeats:
 
 @pytest.fixture
 async def schema_url() -> AsyncIterator[str]:
-    assert PG_URL is not None
-    schema = f"gw_test_{uuid.uuid4().hex[:20]}"
-    try:
-        yield url_with_schema(PG_URL, schema)
-    finally:
-        await drop_schema(PG_URL, schema)
+    async with postgres_schema() as url:
+        yield url
 
 
 @pytest.fixture

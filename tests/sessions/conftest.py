@@ -8,6 +8,7 @@ sessions share the database.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -45,18 +46,26 @@ async def drop_schema(base: str, schema: str) -> None:
         await engine.dispose()
 
 
-@pytest.fixture(params=BACKENDS)
-async def store_url(request: pytest.FixtureRequest, gateway_home: Path) -> AsyncIterator[str]:
-    """A database URL for a fresh, empty store on each backend."""
-    if request.param == "sqlite":
-        yield default_url(gateway_home)
-        return
+@contextlib.asynccontextmanager
+async def postgres_schema() -> AsyncIterator[str]:
+    """The URL of a PostgreSQL schema of the caller's own (`GATEWAY_TEST_DATABASE_URL`), dropped
+    when the block ends."""
     assert PG_URL is not None
     schema = f"gw_test_{uuid.uuid4().hex[:20]}"
     try:
         yield url_with_schema(PG_URL, schema)
     finally:
         await drop_schema(PG_URL, schema)
+
+
+@pytest.fixture(params=BACKENDS)
+async def store_url(request: pytest.FixtureRequest, gateway_home: Path) -> AsyncIterator[str]:
+    """A database URL for a fresh, empty store on each backend."""
+    if request.param == "sqlite":
+        yield default_url(gateway_home)
+        return
+    async with postgres_schema() as url:
+        yield url
 
 
 @pytest.fixture

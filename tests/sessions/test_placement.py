@@ -5,7 +5,6 @@ the node takes them again, with a higher fencing token, when an input comes."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -15,7 +14,7 @@ from sqlalchemy import text
 from sessions.manager import SessionManager
 from sessions.ownership import DB_NOW_MS, Ownership
 from sessions.store import Store
-from tests.sessions.conftest import PG_URL, drop_schema, needs_postgres, url_with_schema
+from tests.sessions.conftest import needs_postgres, postgres_schema
 from tests.sessions.manager_support import FAST, Directory, Recorder, StreamLog
 
 pytestmark = [needs_postgres, pytest.mark.postgres]
@@ -39,30 +38,28 @@ class Bus:
 
 @pytest.fixture
 async def node() -> AsyncIterator[tuple[Store, SessionManager, Ownership]]:
-    assert PG_URL is not None
-    schema = f"gw_test_{uuid.uuid4().hex[:20]}"
-    store = await Store.open(url_with_schema(PG_URL, schema))
-    try:
-        async with store.database.write() as conn:
-            await conn.execute(
-                text(
-                    "INSERT INTO cluster_nodes (node_id, state, started_at, heartbeat_at, expires_at) "
-                    f"VALUES ('n1', 'running', 0, 0, {DB_NOW_MS} + 600000)"
-                )
-            )
-        manager = SessionManager(
-            store, directory=Directory(), publisher=Recorder(), settings=FAST, stream_fn=StreamLog()
-        )
-        ownership = Ownership(store.database, "n1")
-        manager.join_cluster(ownership, Bus())
-        await manager.start()
+    async with postgres_schema() as url:
+        store = await Store.open(url)
         try:
-            yield store, manager, ownership
+            async with store.database.write() as conn:
+                await conn.execute(
+                    text(
+                        "INSERT INTO cluster_nodes (node_id, state, started_at, heartbeat_at, expires_at) "
+                        f"VALUES ('n1', 'running', 0, 0, {DB_NOW_MS} + 600000)"
+                    )
+                )
+            manager = SessionManager(
+                store, directory=Directory(), publisher=Recorder(), settings=FAST, stream_fn=StreamLog()
+            )
+            ownership = Ownership(store.database, "n1")
+            manager.join_cluster(ownership, Bus())
+            await manager.start()
+            try:
+                yield store, manager, ownership
+            finally:
+                await manager.aclose(grace_s=0.0)
         finally:
-            await manager.aclose(grace_s=0.0)
-    finally:
-        await store.aclose()
-        await drop_schema(PG_URL, schema)
+            await store.aclose()
 
 
 async def _owner(store: Store, session_id: str) -> tuple[str | None, int]:

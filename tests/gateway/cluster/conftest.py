@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 from sessions import MessageDelta, SessionEvent, Store, TurnStarted
 from sessions.db import Database
 from sessions.store import NewEvent, open_database
-from tests.sessions.conftest import PG_URL, drop_schema, store, store_url, url_with_schema
+from tests.sessions.conftest import postgres_schema, store, store_url
 
 __all__ = ["store", "store_url"]
 
@@ -29,14 +29,12 @@ REDIS_URL = f"redis://{REDIS_HOST}:{REDIS_PORT}/0"
 @pytest.fixture
 async def database() -> AsyncIterator[Database]:
     """PostgreSQL (cluster mode needs it): a migrated database in a schema of its own, dropped afterwards."""
-    assert PG_URL is not None
-    schema = f"gw_test_{uuid.uuid4().hex[:20]}"
-    db = await open_database(url_with_schema(PG_URL, schema))
-    try:
-        yield db
-    finally:
-        await db.aclose()
-        await drop_schema(PG_URL, schema)
+    async with postgres_schema() as url:
+        db = await open_database(url)
+        try:
+            yield db
+        finally:
+            await db.aclose()
 
 
 @pytest.fixture
