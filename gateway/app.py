@@ -43,6 +43,7 @@ from gateway.door import Door, DoorSettings
 from gateway.hub import Hub
 from gateway.models import ModelRouter
 from gateway.protocol.delta_pacing import DeltaPacing
+from gateway.publisher import Publisher
 from gateway.rows import session_row
 from gateway.security_headers import SecurityHeaders
 from gateway.state import GatewayState, Limits
@@ -50,7 +51,7 @@ from gateway.telemetry.endpoint import metrics_endpoint
 from gateway.telemetry.telemetry import Telemetry
 from gateway.tools.factory import ToolsFactory, make_tools_factory
 from gateway.uvicorn_socket import ExposeServerSocket
-from sessions import NotFound, SessionEvent, SessionManager, Store, open_database
+from sessions import NotFound, SessionManager, Store, open_database
 from sessions.profiles import RunSettings
 
 if TYPE_CHECKING:
@@ -485,28 +486,3 @@ def create_app(gateway: Gateway) -> Starlette:
         Middleware(ExposeServerSocket),
     ]
     return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
-
-
-class Publisher:
-    """Where the session manager publishes committed events. The hub first learns which session
-    the event's key names, so that subscriptions made by key before the session existed follow
-    it from this event on; then the bridge renders the event and fans it out."""
-
-    def __init__(self, hub: Hub, bridge: Bridge) -> None:
-        self._hub = hub
-        self._bridge = bridge
-        self.cluster: ClusterNode | None = None
-        """In a cluster, where this node's committed events also go."""
-
-    def publish(self, event: SessionEvent) -> None:
-        self._hub.session_named(event.session_key, event.session_id)
-        self._bridge.publish(event)
-        if self.cluster is not None:
-            self.cluster.published(event)
-
-    def session_changed(self, session_id: str, reason: str) -> None:
-        self._bridge.session_changed(session_id, reason)
-
-    def local(self) -> Publisher:
-        """A publisher to this node's clients only (for events that came from other nodes)."""
-        return Publisher(self._hub, self._bridge)

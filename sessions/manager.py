@@ -426,24 +426,12 @@ class SessionManager:
         """Abort the session's active run (only if it is `run_id`, when given) and its sub-agent
         sessions' runs. Returns the ids of the runs asked to stop (each records its end as
         usual)."""
-        live = self._lives.get(session_id)
         if self.placement is not None and not self.placement.ownership.owns(session_id):
-            return await self._abort_remote(session_id, reason, run_id)
+            return await self.placement.abort_remote(session_id, reason, run_id)
+        live = self._lives.get(session_id)
         if live is None or live.run is None or (run_id is not None and live.run.run_id != run_id):
             return []
         return abort_tree(live, reason, self._lives)
-
-    async def _abort_remote(
-        self, session_id: str, reason: TerminationReason, run_id: str | None
-    ) -> list[str]:
-        """Ask the session's owner to abort its run; the runs recorded as running."""
-        assert self.placement is not None
-        owner = await self.placement.ownership.owner(session_id)
-        running = [r.id for r in await self.store.runs.running(session_id) if run_id in (None, r.id)]
-        if running and owner.node is not None and owner.alive:
-            self.placement.remote.abort(owner.node, session_id, run_id, reason.value)
-            return running
-        return []
 
     # --- history-changing operations (on the lane) --------------------------------------------
 

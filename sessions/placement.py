@@ -274,6 +274,16 @@ class Placement:
             if started - at > RESERVATION_TTL_S and key not in still:
                 del self._reserved[key]
 
+    async def abort_remote(self, session_id: str, reason: TerminationReason, run_id: str | None) -> list[str]:
+        """Ask the session's live owner to abort its run (`run_id` only, when given); the ids of
+        the runs recorded as running that were asked."""
+        owner = await self.ownership.owner(session_id)
+        running = [r.id for r in await self._store.runs.running(session_id) if run_id in (None, r.id)]
+        if running and owner.node is not None and owner.alive:
+            self.remote.abort(owner.node, session_id, run_id, reason.value)
+            return running
+        return []
+
     async def in_flight(self, session_id: str) -> dict[str, Any] | None:
         """The run another node is streaming for the session and its text so far, read from the
         event log (`SessionManager.in_flight` answers for this node's own runs)."""
