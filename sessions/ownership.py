@@ -23,19 +23,27 @@ import time
 from dataclasses import dataclass
 
 import structlog
+from sqlalchemy import BigInteger, ColumnElement, literal_column
 
 from sessions._direct_write import DirectWrite
 from sessions.db import Database
 from sessions.errors import Fenced
 
-__all__ = ["DB_NOW_MS", "Ownership", "SessionOwner"]
+__all__ = ["DB_NOW_MS", "Ownership", "SessionOwner", "db_now"]
 
 log = structlog.get_logger("sessions.ownership")
 
 CLAIM_LOCK_TIMEOUT_MS = 500
 """How long a claim waits for a session row another transaction holds."""
 DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
-"""The database's clock in Unix milliseconds (PostgreSQL)."""
+"""The database's clock in Unix milliseconds (PostgreSQL; `clock_timestamp()`: the time the
+statement reads it, not the start of its transaction). Every lease of the cluster uses it."""
+
+
+def db_now() -> ColumnElement[int]:
+    """`DB_NOW_MS` as a SQLAlchemy expression."""
+    return literal_column(DB_NOW_MS, BigInteger)
+
 
 _ALIVE = f"EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.node_id = {{node}} AND n.expires_at > {DB_NOW_MS})"
 

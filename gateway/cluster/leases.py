@@ -30,9 +30,10 @@ when free, so its token never goes back.
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, ColumnElement, Select, cast, exists, func, literal, or_, select, update
+from sqlalchemy import BigInteger, ColumnElement, Select, exists, literal, or_, select, update
 
 from sessions.db import Database
+from sessions.ownership import db_now
 from sessions.schema import cluster_nodes, leases
 
 __all__ = ["Leases"]
@@ -41,15 +42,9 @@ _l = leases
 _n = cluster_nodes
 
 
-def _db_now() -> ColumnElement[int]:
-    """The database's clock in Unix milliseconds (`clock_timestamp`: the time the statement reads
-    it, not the start of its transaction)."""
-    return cast(func.extract("epoch", func.clock_timestamp()) * 1000, BigInteger)
-
-
 def _live_nodes() -> Select[tuple[str]]:
     """The ids of the nodes whose `cluster_nodes` row has not expired."""
-    return select(_n.c.node_id).where(_n.c.expires_at > _db_now())
+    return select(_n.c.node_id).where(_n.c.expires_at > db_now())
 
 
 def _holder_alive() -> ColumnElement[bool]:
@@ -59,7 +54,7 @@ def _holder_alive() -> ColumnElement[bool]:
 
 
 def _alive(node: str) -> ColumnElement[bool]:
-    return exists().where(_n.c.node_id == node, _n.c.expires_at > _db_now())
+    return exists().where(_n.c.node_id == node, _n.c.expires_at > db_now())
 
 
 class Leases:
@@ -76,7 +71,7 @@ class Leases:
         """Take lease `name` and return its new fencing token, or None when another live node
         holds it or this node's own row is not alive."""
         node = self.node_id
-        now = _db_now()
+        now = db_now()
         free = or_(_l.c.holder.is_(None), _l.c.holder == node, ~_holder_alive())
         candidate = select(literal(name), literal(node), literal(1, BigInteger), now).where(_alive(node))
         statement = (

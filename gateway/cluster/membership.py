@@ -35,11 +35,12 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from sqlalchemy import BigInteger, ColumnElement, delete, func, literal, literal_column, select, update
+from sqlalchemy import ColumnElement, delete, func, literal, select, update
 
 from gateway.background import Background
 from sessions.db import Database
 from sessions.errors import SessionsError
+from sessions.ownership import db_now
 from sessions.schema import cluster_nodes, leases
 from sessions.schema import sessions as sessions_table
 
@@ -104,12 +105,6 @@ class Holdings:
     unowned: int
     """Sessions no node holds (never owned, or released)."""
     leases: dict[str, list[str]]
-
-
-def db_now() -> ColumnElement[int]:
-    """The database's clock in Unix ms (`clock_timestamp()`: the time of evaluation, not the
-    start of the transaction)."""
-    return literal_column("(extract(epoch from clock_timestamp()) * 1000)::bigint", BigInteger)
 
 
 class Membership:

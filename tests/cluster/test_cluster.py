@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import pytest
 
 from gateway.client import GatewayClient
 from tests.cluster.conftest import LEASE_TTL_S, Cluster, PrivateRedis, needs_cluster
+from tests.e2e.helpers import wait_for
 from tests.e2e.test_approvals import RISKY, requested
 from tests.reliability._support import (
     Follower,
@@ -88,19 +88,6 @@ async def drain_into(follower: Follower, client: GatewayClient, until_seq: int, 
             follower.take(event)
 
 
-async def next_matching(
-    client: GatewayClient, match: Callable[[dict[str, Any]], bool], timeout_s: float = 15.0
-) -> dict[str, Any]:
-    """The first event frame `client` receives (or has queued) that `match`es."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        frame = await client.next_event(timeout=max(0.01, deadline - time.monotonic()))
-        if frame is None:
-            raise AssertionError("no matching event")
-        if match(frame):
-            return frame
-
-
 def replies(events: list[dict[str, Any]]) -> list[str]:
     return [
         text_of(e["message"])
@@ -124,7 +111,7 @@ async def test_any_node_serves_any_client_and_one_node_runs_each_session(cluster
         second = await send(on_a, key, "hello from a")
         assert (await wait_run(on_c, second))["status"] == "ok"
         # OpenClaw's stream events reach clients of a node that does not run the session.
-        final = await next_matching(
+        final = await wait_for(
             on_a,
             lambda f: (
                 f.get("event") == "chat"
@@ -457,7 +444,7 @@ async def test_session_list_changes_on_one_node_reach_the_lists_of_the_others(cl
         first = await send(on_b, key, "hello")
         assert (await wait_run(on_b, first))["status"] == "ok"
         await on_b.call("sessions.patch", {"key": key, "label": "renamed on b"})
-        changed = await next_matching(
+        changed = await wait_for(
             on_a,
             lambda f: (
                 f.get("event") == "sessions.changed"

@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from sessions.manager import SessionManager
 from sessions.ownership import DB_NOW_MS, Ownership
+from sessions.placement import WAKE_GRACE_MS
 from sessions.store import Store
 from tests.sessions.conftest import needs_postgres, postgres_schema
 from tests.sessions.manager_support import FAST, Directory, Recorder, StreamLog
@@ -97,3 +98,28 @@ async def test_a_session_unused_here_goes_back_and_is_taken_again_with_a_new_tok
     await manager.submit(session=session, message="second", idempotency_key="k2")
     assert (await manager.wait_run("k2", 10) or {}).get("status") == "ok"
     assert await _owner(store, session.id) == ("n1", token + 1)
+
+
+async def test_an_input_whose_wake_up_was_lost_runs_at_a_sweep(
+    node: tuple[Store, SessionManager, Ownership],
+) -> None:
+    """Another node recorded an input for a session this node owns, and its wake-up never came
+    (Redis was away): the sweep runs it once it has waited `WAKE_GRACE_MS`."""
+    store, manager, _ownership = node
+    placement = manager.placement
+    assert placement is not None
+    session = await manager.ensure_session("agent:main:lost-wake")
+    await manager.submit(session=session, message="first", idempotency_key="w1")
+    assert (await manager.wait_run("w1", 10) or {}).get("status") == "ok"
+    await store.inputs.record(
+        "w2", session_id=session.id, payload={"role": "user", "content": "second"}, run_id="w2"
+    )
+    await placement.sweep()
+    waiting = await store.inputs.get("w2")
+    assert waiting is not None and waiting.status == "queued"  # not before the grace
+    await asyncio.sleep(WAKE_GRACE_MS / 1000 + 0.2)
+    await placement.sweep()
+    await placement.sweep()  # a second sweep must not run it again
+    assert (await manager.wait_run("w2", 10) or {}).get("status") == "ok"
+    runs = await store.events.read(session.id, after_seq=0, limit=1000)
+    assert sum(1 for e in runs if e.type == "agent.finished" and e.run_id == "w2") == 1
