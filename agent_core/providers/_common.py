@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from agent_core.event_stream import AssistantMessageEventStream
 from agent_core.events import ErrorEvent
-from agent_core.llm import Model, ReasoningLevel, StreamOptions
+from agent_core.llm import Context, Model, ReasoningLevel, StreamOptions
 from agent_core.messages import AssistantMessage
 from agent_core.providers._env import get_env_api_key
 
@@ -66,6 +66,27 @@ def error_stream(model: Model, message: str, *, aborted: bool = False) -> Assist
     stream.push(ErrorEvent(reason=output.stop_reason, error=output))
     stream.end(output)
     return stream
+
+
+Produce = Callable[[Model, Context, StreamOptions, AssistantMessageEventStream], Coroutine[Any, Any, None]]
+"""A provider's producer: feeds one assistant message of `model` for `context` into the stream."""
+
+
+def stream_from(
+    produce: Produce, model: Model, context: Context, options: StreamOptions | None
+) -> AssistantMessageEventStream:
+    """A provider's stream function: `produce` run as the producer of a new stream (default
+    options when none are given). Never raises: failures are an `error` event."""
+    opts = options if options is not None else StreamOptions()
+    stream = AssistantMessageEventStream()
+    return run_producer(stream, model, lambda: produce(model, context, opts, stream))
+
+
+def key_missing(model: Model, options: StreamOptions, base_url: str) -> AssistantMessageEventStream | None:
+    """For the simple stream functions, which require an API key: an `error` stream saying why
+    none was found, else None."""
+    _, problem = resolve_api_key(model, options, base_url)
+    return error_stream(model, problem) if problem is not None else None
 
 
 def run_producer(

@@ -54,10 +54,9 @@ from agent_core.providers._anthropic_request import (
 from agent_core.providers._common import (
     adjust_max_tokens_for_thinking,
     base_max_tokens,
-    error_stream,
-    resolve_api_key,
-    run_producer,
+    key_missing,
     snapshot,
+    stream_from,
     with_options,
 )
 from agent_core.providers._sse import ServerSentEvent
@@ -273,9 +272,7 @@ def stream_anthropic(
     model: Model, context: Context, options: StreamOptions | None = None
 ) -> AssistantMessageEventStream:
     """Stream one assistant message. Never raises: failures are an `error` event."""
-    opts = options if options is not None else StreamOptions()
-    stream = AssistantMessageEventStream()
-    return run_producer(stream, model, lambda: _produce(model, context, opts, stream))
+    return stream_from(_produce, model, context, options)
 
 
 def stream_simple_anthropic(
@@ -285,9 +282,9 @@ def stream_simple_anthropic(
     `error` event where pi throws), the output cap defaults to min(model max, 32000), and
     `options.reasoning` picks disabled, adaptive or budget thinking."""
     base = options if options is not None else StreamOptions()
-    _, problem = resolve_api_key(model, base, base_url_of(model))
-    if problem is not None:
-        return error_stream(model, problem)
+    missing = key_missing(model, base, base_url_of(model))
+    if missing is not None:
+        return missing
     max_tokens = base_max_tokens(model, base)
     level: ReasoningLevel | None = base.reasoning
     if level is None:

@@ -43,7 +43,7 @@ from agent_core.messages import (
     UserMessage,
     text_of,
 )
-from agent_core.providers._common import run_producer
+from agent_core.providers._common import stream_from
 from agent_core.providers._faux_stream import FauxBlock, Pacing, Streamer, fail_stream, with_usage_estimate
 from agent_core.providers.faux import error_message, faux_tool_call
 
@@ -158,9 +158,7 @@ def stream_faux(
     model: Model, context: Context, options: StreamOptions | None = None
 ) -> AssistantMessageEventStream:
     """Stream function of the built-in ``faux`` API (``faux/echo``); never raises."""
-    opts = options if options is not None else StreamOptions()
-    stream = AssistantMessageEventStream()
-    return run_producer(stream, model, lambda: _produce_builtin(model, context, opts, stream))
+    return stream_from(_produce_builtin, model, context, options)
 
 
 async def _produce_builtin(

@@ -37,10 +37,9 @@ from agent_core.messages import AssistantMessage, StopReason, TextContent, Think
 from agent_core.providers._common import (
     DEFAULT_THINKING_BUDGETS,
     base_max_tokens,
-    error_stream,
-    resolve_api_key,
-    run_producer,
+    key_missing,
     snapshot,
+    stream_from,
     with_options,
 )
 from agent_core.providers._google_request import (
@@ -227,9 +226,7 @@ def stream_google(
     model: Model, context: Context, options: StreamOptions | None = None
 ) -> AssistantMessageEventStream:
     """Stream one assistant message. Never raises: failures are an `error` event."""
-    opts = options if options is not None else StreamOptions()
-    stream = AssistantMessageEventStream()
-    return run_producer(stream, model, lambda: _produce(model, context, opts, stream))
+    return stream_from(_produce, model, context, options)
 
 
 def stream_simple_google(
@@ -239,9 +236,9 @@ def stream_simple_google(
     `error` event), the output cap defaults to min(model max, 32000), and `options.reasoning`
     turns thinking on with that level's token budget."""
     base = options if options is not None else StreamOptions()
-    _, problem = resolve_api_key(model, base, base_url_of(model))
-    if problem is not None:
-        return error_stream(model, problem)
+    missing = key_missing(model, base, base_url_of(model))
+    if missing is not None:
+        return missing
     level: ReasoningLevel | None = base.reasoning if model.reasoning else None
     if level is None:
         opts = with_options(

@@ -48,10 +48,9 @@ from agent_core.messages import (
 from agent_core.providers._common import (
     base_max_tokens,
     clamp_reasoning,
-    error_stream,
-    resolve_api_key,
-    run_producer,
+    key_missing,
     snapshot,
+    stream_from,
     with_options,
 )
 from agent_core.providers._openai_request import (
@@ -314,9 +313,7 @@ def stream_openai_completions(
     model: Model, context: Context, options: StreamOptions | None = None
 ) -> AssistantMessageEventStream:
     """Stream one assistant message. Never raises: failures are an `error` event."""
-    opts = options if options is not None else StreamOptions()
-    stream = AssistantMessageEventStream()
-    return run_producer(stream, model, lambda: _produce(model, context, opts, stream))
+    return stream_from(_produce, model, context, options)
 
 
 def stream_simple_openai_completions(
@@ -326,9 +323,9 @@ def stream_simple_openai_completions(
     one is an `error` event where pi throws), the output cap defaults to min(model max, 32000) and
     `options.reasoning` becomes ``reasoning_effort``."""
     base = options if options is not None else StreamOptions()
-    _, problem = resolve_api_key(model, base, base_url_of(model))
-    if problem is not None:
-        return error_stream(model, problem)
+    missing = key_missing(model, base, base_url_of(model))
+    if missing is not None:
+        return missing
     effort = clamp_reasoning(model, base.reasoning)
     opts = with_options(
         OpenAICompletionsOptions,
