@@ -8,6 +8,7 @@ input is recorded before its sender is answered and moves on until it reaches on
 Every input is recorded once and moved at least twice (running, then its outcome), so those writes
 are direct writes (`Database.write_direct`); `record_in` and `move_in` run inside a transaction
 the caller holds, so that a run's start and end commit with its events (`sessions.runs`).
+Concurrent `record` calls without a claim share one transaction (`sessions._input_batches`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Final
 from sqlalchemy import select
 
 from sessions import _store_rows as rows
+from sessions._input_batches import InputBatches, Request
 from sessions.db import Database
 from sessions.errors import InvalidTransition, NotFound, StoreError
 from sessions.ids import new_id
@@ -57,6 +59,7 @@ class InputLedger:
     def __init__(self, database: Database, clock: Callable[[], int]) -> None:
         self._db = database
         self._clock = clock
+        self._batches: InputBatches[dict[str, object]] = InputBatches(self._record_group)
 
     async def record(
         self,
@@ -74,22 +77,12 @@ class InputLedger:
         record, False)` when it was seen before, also by a concurrent call (the other arguments
         are then ignored). `claim` runs in the same transaction when the key is new (see
         `InputClaim`). Raise NotFound for an unknown session."""
+        values = _values(idempotency_key, session_id, payload, source, queue_mode, status, run_id)
         if claim is None:
-            async with self._db.write_direct() as tx:
-                recorded = await self.record_in(
-                    tx,
-                    idempotency_key,
-                    session_id=session_id,
-                    payload=payload,
-                    source=source,
-                    queue_mode=queue_mode,
-                    status=status,
-                    run_id=run_id,
-                )
+            recorded: tuple[InputRecord, bool] | None = await self._batches.submit(values)
             if recorded is None:
                 raise NotFound(f"no session {session_id}")
             return recorded
-        values = _values(idempotency_key, session_id, payload, source, queue_mode, status, run_id)
         async with self._db.write() as conn:
             existing = await _input_row(conn, idempotency_key)
             if existing is not None:
@@ -127,9 +120,24 @@ class InputLedger:
         nothing written, for an unknown session. Raise InvalidRequest for a payload or source
         JSON cannot hold or an unknown status, before anything is written."""
         values = _values(idempotency_key, session_id, payload, source, queue_mode, status, run_id)
+        return await self._record_values(tx, values)
+
+    async def _record_group(self, group: list[Request[dict[str, object]]]) -> None:
+        """Record a group of new inputs (`_values`) in one transaction (`InputBatches`)."""
+        async with self._db.write_direct() as tx:
+            outcomes = [await self._record_values(tx, dict(request.work)) for request in group]
+        for request, outcome in zip(group, outcomes, strict=True):
+            if not request.future.done():
+                request.future.set_result(outcome)
+
+    async def _record_values(
+        self, tx: DirectWrite, values: dict[str, object]
+    ) -> tuple[InputRecord, bool] | None:
+        """`record_in` of checked and encoded columns (`_values`)."""
+        idempotency_key = values["idempotency_key"]
         found = await tx.fetch(_SELECT_SQL, [idempotency_key])
         if not found:
-            if not await tx.fetch("SELECT 1 FROM sessions WHERE id = ?", [session_id]):
+            if not await tx.fetch("SELECT 1 FROM sessions WHERE id = ?", [values["session_id"]]):
                 return None
             now = self._clock()
             values.update(seq=new_id(), created_at=now, updated_at=now)

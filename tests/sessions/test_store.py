@@ -804,6 +804,53 @@ async def test_inputs_move_to_one_outcome(store: Store) -> None:
     assert [r.idempotency_key for r in await store.inputs.with_status(statuses)] == ["k1", "k3", "k4"]
 
 
+async def test_a_burst_of_inputs_shares_transactions_and_answers_each_as_its_own(store: Store) -> None:
+    a = await store.tree.create_session(agent_id="main")
+    b = await store.tree.create_session(agent_id="main")
+    transactions = 0
+    direct = store.database.write_direct
+
+    @asynccontextmanager
+    async def counted() -> AsyncIterator[Any]:
+        nonlocal transactions
+        transactions += 1
+        async with direct() as tx:
+            yield tx
+
+    store.database.write_direct = counted  # type: ignore[method-assign]
+    try:
+        calls = [
+            store.inputs.record(f"burst-{n}", session_id=(a, b)[n % 2].id, payload={"n": n})
+            for n in range(60)
+        ]
+        calls.append(store.inputs.record("burst-7", session_id=b.id, payload={"again": True}))
+        calls.append(store.inputs.record("burst-gone", session_id=new_id(), payload={}))
+        results = await asyncio.gather(*calls, return_exceptions=True)
+    finally:
+        del store.database.write_direct
+    assert transactions < 10, transactions
+    recorded = results[:60]
+    assert all(isinstance(r, tuple) and r[1] for r in recorded), recorded
+    assert [r[0].payload for r in recorded] == [{"n": n} for n in range(60)]  # type: ignore[index]
+    repeat = results[60]
+    assert isinstance(repeat, tuple) and not repeat[1] and repeat[0].payload == {"n": 7}, repeat
+    assert isinstance(results[61], NotFound), results[61]
+    assert len(await store.inputs.with_status(["queued"])) == 60
+
+
+async def test_a_caller_that_stops_waiting_before_its_group_begins_records_nothing(store: Store) -> None:
+    session = await store.tree.create_session(agent_id="main")
+    first = asyncio.ensure_future(store.inputs.record("kept", session_id=session.id, payload={}))
+    dropped = asyncio.ensure_future(store.inputs.record("dropped", session_id=session.id, payload={}))
+    await asyncio.sleep(0)  # both queued, the group not begun yet
+    dropped.cancel()
+    await first
+    with contextlib.suppress(asyncio.CancelledError):
+        await dropped
+    keys = [r.idempotency_key for r in await store.inputs.with_status(["queued"])]
+    assert keys == ["kept"], keys
+
+
 # -- failures at the boundary ---------------------------------------------------------------------
 
 
@@ -817,6 +864,9 @@ async def test_locked_database_is_retryable_unavailable_then_recovers(gateway_ho
             holder.execute("BEGIN IMMEDIATE")
             with pytest.raises(StoreUnavailable) as info:
                 await store.transcript.append(session.id, [msg("blocked")])
+            burst = [store.inputs.record(f"locked-{n}", session_id=session.id, payload={}) for n in range(5)]
+            refused = await asyncio.gather(*burst, return_exceptions=True)
+            assert all(isinstance(r, StoreUnavailable) and r.retryable for r in refused), refused
             assert (
                 info.value.retryable
                 and info.value.retry_after_ms is not None
@@ -829,6 +879,7 @@ async def test_locked_database_is_retryable_unavailable_then_recovers(gateway_ho
             holder.close()
         stored = await store.transcript.append(session.id, [msg("after")])
         assert [e.position for e in stored] == [1]
+        assert await store.inputs.with_status(["queued"]) == []
 
 
 async def test_a_write_waits_for_another_process_lock_without_blocking_the_loop(gateway_home: Path) -> None:
