@@ -20,9 +20,12 @@ random sessions with `sessions.events.subscribe`. Every 5-30 s each drops its co
 without a close frame, or a TCP reset, at random) and comes back, resuming every session from the
 last sessionSeq it saw; each checks that what arrives continues exactly there (no gap, no repeat).
 
-Soaks shorter than five minutes run without the live sessions' cached contexts (`[runs]
-context_cache_bytes = 0`): they take the RSS to its level in about two minutes, longer than a short
-soak's warm-up (`SHORT_SOAK_CONFIG`).
+The live sessions' cached contexts (`[runs] context_cache_bytes`) take the RSS up until they fill
+their budget, which a rising RSS slope would not tell from a leak. `--context-cache-mib` sets the
+budget (default: 0 for soaks shorter than five minutes, whose warm-up is too short; the daemon's
+default of 64 MiB otherwise); every sample reads the bytes the cache is charged (`status`), and a
+row gives them at the end against the budget. A budget the cache fills within the warm-up (8 MiB
+for the default load fills in about two minutes) leaves the slope to everything else.
 
 Sampled every `--sample-s` seconds: the daemon's RSS and open FDs (psutil), its `status`
 (event-loop lag histogram from `gateway.loop_lag`), and a `health` round trip on a probe
@@ -33,9 +36,11 @@ follows, and every session's transcript is read: each idempotency key's message 
 exactly once and its run must have ended `ok`.
 
 Rows (baselines from the same run): RSS at the end vs after warm-up (the first fifth of the run);
-RSS slope after warm-up (least squares, MiB per hour); the daemon's open sockets and open files
-once the watchers left vs idle before the load, with the same connections open (the files include
-the database's connection pool, which grows under load up to its bound: 1 writer, 8 readers);
+RSS slope after warm-up (least squares, MiB per hour); the context cache's charged bytes at the
+end vs its budget; runs ended per second over the last five minutes vs the first five (a fifth of
+the run each, when shorter than 25 minutes); the daemon's open sockets and open files once the
+watchers left vs idle before the load, with the same connections open (the files include the
+database's connection pool, which grows under load up to its bound: 1 writer, 8 readers);
 event-loop lag p99 under load vs idle (histogram buckets: 1, 2, 5, 10, 20, 50 ... ms); `health`
 round trip p99 under load vs idle; events lost; duplicate runs. Exits 1 when an event was lost, a
 run was duplicated or failed.
@@ -74,12 +79,7 @@ MESSAGES = (
     "plain text for the echo model",
 )
 ENV = {"GATEWAY_FAUX_PACE_MS": "10"}
-# The live sessions' cached contexts (`[runs] context_cache_bytes`) take the daemon's RSS to its
-# level in about two minutes of this load (with a 1 MiB budget: about +9 MiB, then flat), longer
-# than a short soak's warm-up, where that rise would read as a leak. Soaks shorter than five
-# minutes run without them, so their RSS slope shows everything else; longer ones run with the
-# default.
-SHORT_SOAK_CONFIG = "[runs]\ncontext_cache_bytes = 0\n"
+CACHE_CONFIG = "[runs]\ncontext_cache_bytes = {budget}\n"
 
 
 @dataclass
@@ -90,6 +90,10 @@ class Sample:
     lag: dict[str, Any]
     rtt_ms: float
     runs_in_flight: int
+    runs_done: int = 0
+    """Runs the drivers had seen end when the sample was taken."""
+    cache_bytes: int = 0
+    """Bytes the live sessions' cached contexts were charged (`status`)."""
 
 
 @dataclass
@@ -264,7 +268,21 @@ async def _sample(daemon: Daemon, probe: GatewayClient, started: float) -> Sampl
         lag=status["eventLoopLag"],
         rtt_ms=rtt,
         runs_in_flight=int(status["runsInFlight"]),
+        cache_bytes=int(status["contextCache"]["chargedBytes"]),
     )
+
+
+def _window_rates(samples: list[Sample], window_s: float) -> tuple[float, float]:
+    """Runs ended per second over the first and over the last `window_s` of the load (from the
+    samples' running count; the last sample is taken as the drivers are told to stop)."""
+    if len(samples) < 2:
+        return math.nan, math.nan
+    end = samples[-1]
+    head = min(samples, key=lambda s: abs(s.t - window_s))
+    tail = min(samples, key=lambda s: abs(s.t - (end.t - window_s)))
+    first = head.runs_done / head.t if head.t > 0 else math.nan
+    last = (end.runs_done - tail.runs_done) / (end.t - tail.t) if end.t > tail.t else math.nan
+    return first, last
 
 
 def _descriptors(pid: int) -> tuple[int, int]:
@@ -379,6 +397,7 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
         samples: list[Sample] = []
         while time.monotonic() - started < duration:
             samples.append(await _sample(daemon, probe, started))
+            samples[-1].runs_done = totals.runs
             if args.verbose:
                 s = samples[-1]
                 print(
@@ -387,6 +406,8 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
                     file=sys.stderr,
                 )
             await asyncio.sleep(args.sample_s)
+        samples.append(await _sample(daemon, probe, started))
+        samples[-1].runs_done = totals.runs
         stop.set()
         await asyncio.gather(*tasks)
         elapsed = time.monotonic() - started
@@ -416,6 +437,8 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
         for client in [*drivers, probe]:
             await client.aclose()
 
+    window_s = min(300.0, duration / 5)
+    first_rate, last_rate = _window_rates(samples, window_s)
     warm = max(1, len(samples) // 5)
     steady = samples[warm:] or samples
     lag_p99 = histogram_percentile(steady[0].lag["histogram"], final.lag["histogram"], 0.99)
@@ -446,6 +469,11 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
         "lag_idle_p99_ms": idle_lag,
         "rtt_p99_ms": round(percentile([s.rtt_ms for s in steady], 0.99), 1),
         "rtt_idle_p99_ms": round(idle_rtt, 1),
+        "window_s": window_s,
+        "cache_end_mib": round(final.cache_bytes / 2**20, 1),
+        "cache_budget_mib": args.context_cache_mib,
+        "runs_per_s_first": round(first_rate, 2),
+        "runs_per_s_last": round(last_rate, 2),
         "samples": [asdict(s) | {"lag": s.lag["p99Ms"]} for s in samples],
     }
 
@@ -463,6 +491,22 @@ def rows(result: dict[str, Any]) -> list[Row]:
             result["rss_warm_mib"],
         ),
         Row("RSS slope after warm-up", setting, result["rss_slope_mib_per_h"], "MiB/h", "-", nan),
+        Row(
+            "context cache charged at the end",
+            setting,
+            result["cache_end_mib"],
+            "MiB",
+            "budget",
+            result["cache_budget_mib"],
+        ),
+        Row(
+            f"runs ended/s, last {result['window_s'] / 60:g} min",
+            setting,
+            result["runs_per_s_last"],
+            "/s",
+            f"first {result['window_s'] / 60:g} min",
+            result["runs_per_s_first"],
+        ),
         Row(
             "open sockets, clients gone", setting, result["sockets_after"], "", "idle", result["sockets_idle"]
         ),
@@ -498,13 +542,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-s", type=float, default=None, help="default: 5 (2 when under 5 minutes)")
     parser.add_argument("--idle-s", type=float, default=5.0)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--context-cache-mib",
+        type=float,
+        default=None,
+        help="[runs] context_cache_bytes in MiB (default: 0 under 5 minutes, else the daemon's 64)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results (with every sample) here")
     parser.add_argument("--verbose", action="store_true", help="print each sample to stderr")
     args = parser.parse_args(argv)
     if args.sample_s is None:
         args.sample_s = 2.0 if args.minutes < 5 else 5.0
     args.think = tuple(args.think)
-    config = SHORT_SOAK_CONFIG if args.minutes < 5 else None
+    if args.context_cache_mib is None:
+        args.context_cache_mib = 0.0 if args.minutes < 5 else 64.0
+    config = CACHE_CONFIG.format(budget=int(args.context_cache_mib * 2**20))
     with gateway_daemon(env=ENV, config=config) as daemon:
         result = asyncio.run(soak(args, daemon))
     print(render(rows(result)))

@@ -40,6 +40,7 @@ from gateway.tokens import Tokens
 from sessions import SessionEvent, StatusChanged
 
 if TYPE_CHECKING:
+    from agent_core import AgentTool
     from gateway.automation import Automation
     from gateway.cluster.membership import Membership
     from gateway.directory import Directory
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from gateway.extensions.runtime import Extensions
     from gateway.methods.base import ConnState
     from sessions import SessionManager, Store
+    from sessions.records import SessionRecord
 
 log = structlog.get_logger("gateway.state")
 
@@ -63,6 +65,10 @@ class ChannelsView(Protocol):
         ...
 
     async def pairing_list(self) -> list[dict[str, Any]]: ...
+
+    def tools_for(self, session: SessionRecord) -> list[AgentTool]:
+        """The channel tools of the chat a session came from (none for other sessions)."""
+        ...
 
     async def pairing_approve(
         self, code: str, *, channel: str | None = None, account_id: str | None = None
@@ -349,6 +355,12 @@ class GatewayState:
                 "heldBytes": held,
             },
             "liveSessions": self.manager.live_count(),
+            # The live sessions' parsed contexts, within `[runs] context_cache_bytes`.
+            "contextCache": {
+                "sessions": len(self.manager.contexts),
+                "chargedBytes": self.manager.contexts.size,
+                "budgetBytes": self.manager.settings.context_cache_bytes,
+            },
             "runsInFlight": self.manager.running_count(),
             "eventLoopLagMs": lag["p99Ms"],
             "eventLoopLag": lag,

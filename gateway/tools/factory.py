@@ -3,11 +3,20 @@
 It owns the daemon's `SandboxMachine`: the runners are probed when the factory is made (at
 start-up), the choice for the configured mode is logged, and `sandbox_status` answers the
 `sandbox` object of `health` and `status`.
+
+A session's pipeline is built once and reused by its later runs while nothing it is made of
+changed (the session, the agent, the provider, the workspace and sandbox settings, the allow and
+deny lists, the gateway's state): the tools hold no state of their own between calls, and a
+session runs one run at a time. Runs whose pipeline depends on more than that are built each time:
+a session from a chat (its channel tools follow the binding that last relayed it), an agent with
+an approval policy (the gate names the run) or with MCP servers or extensions (their tool lists
+change). At most `BUILT_PIPELINES` pipelines are kept, the least recently used going first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +35,9 @@ if TYPE_CHECKING:
     from gateway.state import GatewayState
 
 audit_log = structlog.get_logger("gateway.audit")
+
+BUILT_PIPELINES = 1024
+"""Sessions whose built pipeline is kept for their next run (see the module docstring)."""
 
 
 def _audit_for(session_id: str, agent_id: str) -> Callable[[dict[str, Any]], None]:
@@ -93,6 +105,8 @@ class ToolsFactory:
         )
         self.extensions: Extensions | None = None
         """MCP servers and Python extensions; set by the app, which starts and stops them."""
+        # What each kept pipeline was built from -> the pipeline; most recently used last.
+        self._built: OrderedDict[Hashable, list[AgentTool]] = OrderedDict()
         agent_modes = [config.resolve_agent(agent).sandbox_mode for agent in config.agent_ids]
         for mode in dict.fromkeys([section.mode, *agent_modes]):
             self.machine.announce(mode)
@@ -124,6 +138,7 @@ class ToolsFactory:
             read_roots=tuple(gw.directory.library.read_roots(workspace)),
         )
         channels = gw.channels
+        chat_tools = channels.tools_for(ctx.session) if channels is not None else []
         spec = PipelineSpec(
             session=ctx.session,
             provider=ctx.model.provider,
@@ -132,15 +147,32 @@ class ToolsFactory:
             machine=self.machine,
             audit=_audit_for(ctx.session.id, ctx.profile.id),
             host=ManagerToolsHost(gw),
-            channel_tools=getattr(channels, "tools_for", None),
+            channel_tools=(lambda _session: chat_tools) if chat_tools else None,
             allow=tuple(extra.get("tools_allow") or ()),
             deny=tuple(extra.get("tools_deny") or ()),
             approvals=_approvals(gw, ctx, sandbox),
         )
         extensions = self.extensions
-        if extensions is None or not extensions.active(ctx.profile.id):
+        if extensions is not None and extensions.active(ctx.profile.id):
+            return self._with_extensions(extensions, ctx, spec)
+        if chat_tools or spec.approvals is not None:
             return build_tools(spec)
-        return self._with_extensions(extensions, ctx, spec)
+        made_of = (gw, ctx.session.id, ctx.profile.id, spec.provider, sandbox, spec.allow, spec.deny)
+        return self._kept(made_of, spec)
+
+    def _kept(self, made_of: Hashable, spec: PipelineSpec) -> list[AgentTool]:
+        """The pipeline built from `made_of` (built now when none is kept)."""
+        tools = self._built.get(made_of)
+        if tools is None:
+            tools = build_tools(spec)
+            self._built[made_of] = tools
+            while len(self._built) > BUILT_PIPELINES:
+                self._built.popitem(last=False)
+        else:
+            self._built.move_to_end(made_of)
+            # As a fresh build would: the workspace exists when the run starts.
+            spec.workspace.mkdir(parents=True, exist_ok=True)
+        return list(tools)
 
     async def _with_extensions(self, extensions: Extensions, ctx: RunContext, spec: PipelineSpec) -> RunTools:
         """The pipeline with the agent's MCP servers' tools (started if needed) and the enabled
