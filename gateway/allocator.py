@@ -14,7 +14,6 @@ Called once by `gatewayd` at start-up; a no-op where the C library is not glibc.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 M_MMAP_THRESHOLD = -3
 """glibc's `mallopt` parameter number (malloc.h)."""
@@ -25,13 +24,11 @@ MMAP_THRESHOLD = 256 * 1024
 def release_large_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
     """Fix glibc's mmap threshold at `threshold` bytes. True when it was set; False where the C
     library has no `mallopt` or refused (nothing changes then)."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
     try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+        # The symbols the process has loaded, the C library's among them. (Looking the library
+        # up by name, `ctypes.util.find_library`, would start `ldconfig` at every start-up.)
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError, TypeError):
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int

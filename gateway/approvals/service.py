@@ -25,18 +25,22 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from agent_core import AbortSignal
 from gateway.approvals.errors import ApprovalNotFound, ApprovalTransition
-from gateway.approvals.policy import Ask, describe
 from gateway.approvals.request import ApprovalRequest, ApprovalStatus, Decision, Ending
 from gateway.approvals.store import ApprovalStore
 from gateway.sandbox.risk import RiskTier
 from sessions.ids import new_id
 from sessions.termination import TerminationReason
+
+if TYPE_CHECKING:
+    # The policy (command classification, path rules) is imported with the first run, whose
+    # tools look up its agent's policy; the service itself runs from start-up on.
+    from gateway.approvals.policy import Ask
 
 __all__ = ["Approvals", "CallSite", "Listener", "Publish"]
 
@@ -192,6 +196,8 @@ class Approvals:
     ) -> ApprovalRequest:
         """Store and announce a request, wait until it ends, return it ended. Cancelling the
         caller cancels the request too."""
+        from gateway.approvals.policy import describe
+
         now = self._clock()
         request = ApprovalRequest(
             id=new_id(),

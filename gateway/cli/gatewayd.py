@@ -27,11 +27,15 @@ import socket
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
-
-import uvicorn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from gateway import __version__
+from gateway.cli.uvicorn_import import import_uvicorn
+
+if TYPE_CHECKING:
+    import uvicorn
+else:
+    uvicorn = import_uvicorn()  # Config and Server, without uvicorn's command line
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

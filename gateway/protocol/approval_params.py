@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from gateway.protocol.params import CompatParams, NonEmptyStr, SessionKey
+from gateway.protocol.params_base import CompatParams, NonEmptyStr, SessionKey
 
 ApprovalId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 MAX_WAIT_MS = 600_000

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from gateway.protocol.params import CompatParams, Label, NonEmptyStr, SessionKey
+from gateway.protocol.params_base import CompatParams, Label, NonEmptyStr, SessionKey
 
 CronLimit = Annotated[int, Field(ge=1, le=200)]
 RunStatusName = Literal["ok", "error", "skipped"]

@@ -2,7 +2,7 @@
 
 It stays one module (and is long) because it is one ordered list of checks, each beside the
 OpenClaw-shaped answer it gives, and `hello-ok` is built from what those checks established;
-parameter models and their error wording are in `params` and `validation_errors`.
+parameter models and their error wording are in `connect_params` and `validation_errors`.
 
 Order of checks in `validate_connect`, each failure answered the way OpenClaw answers it
 (`reference/openclaw-gateway.md` sections 3.2-3.5):
@@ -49,9 +49,9 @@ from gateway.protocol.codes import (
     ErrorShape,
     truncate_close_reason,
 )
+from gateway.protocol.connect_params import ConnectParams, DeviceIdentity
 from gateway.protocol.frames import RawJSON, event_frame, response_from_error
 from gateway.protocol.methods import OPERATOR_SCOPES
-from gateway.protocol.params import ConnectParams, DeviceIdentity
 from gateway.protocol.validation_errors import describe_validation_error
 
 DEVICE_SIGNATURE_SKEW_MS = 2 * 60 * 1000

@@ -12,14 +12,13 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
+from importlib import import_module
 from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from gateway.protocol import approval_params as ap
-from gateway.protocol import cron_params as cp
-from gateway.protocol import params as p
 from gateway.protocol.codes import DetailCode, ErrorCode, ErrorShape
 from gateway.protocol.validation_errors import describe_validation_error
 
@@ -48,9 +47,26 @@ class MethodSpec:
 
     name: str
     scope: Scope
-    params: type[BaseModel]
+    model: str
+    """The params model, `<module>.<class>` in `gateway.protocol` (see `params`)."""
     native: bool = False
     """True for the gateway's own extensions, False for the OpenClaw compatibility set."""
+
+    @property
+    def params(self) -> type[BaseModel]:
+        """The params model. The models' modules are imported with the first method call that
+        needs one of them: forty-odd model classes take a few milliseconds to define, which a
+        start-up (and the handshake, whose model is `connect_params`) need not pay."""
+        return _model(self.model)
+
+
+@cache
+def _model(name: str) -> type[BaseModel]:
+    module, _, attribute = name.rpartition(".")
+    model = getattr(import_module(f"gateway.protocol.{module}"), attribute)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise TypeError(f"gateway.protocol.{name} is not a params model")
+    return model
 
 
 def _table(*specs: MethodSpec) -> Mapping[str, MethodSpec]:
@@ -61,72 +77,74 @@ R, W, A = Scope.READ, Scope.WRITE, Scope.ADMIN
 
 METHODS: Mapping[str, MethodSpec] = _table(
     # OpenClaw compatibility set
-    MethodSpec("health", R, p.EmptyParams),
-    MethodSpec("status", R, p.EmptyParams),
-    MethodSpec("system-presence", R, p.EmptyParams),
-    MethodSpec("agents.list", R, p.EmptyParams),
-    MethodSpec("models.list", R, p.ModelsListParams),
-    MethodSpec("commands.list", R, p.CommandsListParams),
-    MethodSpec("config.get", R, p.EmptyParams),
-    MethodSpec("channels.status", R, p.ChannelsStatusParams),
-    MethodSpec("sessions.list", R, p.SessionsListParams),
-    MethodSpec("sessions.describe", R, p.SessionsDescribeParams),
-    MethodSpec("sessions.subscribe", R, p.SessionsSubscribeParams),
-    MethodSpec("sessions.unsubscribe", R, p.EmptyParams),
-    MethodSpec("sessions.messages.subscribe", R, p.SessionsMessagesSubscribeParams),
-    MethodSpec("sessions.messages.unsubscribe", R, p.SessionsMessagesUnsubscribeParams),
-    MethodSpec("sessions.create", W, p.SessionsCreateParams),
-    MethodSpec("sessions.send", W, p.SessionsSendParams),
-    MethodSpec("sessions.patch", W, p.SessionsPatchParams),
-    MethodSpec("sessions.reset", A, p.SessionsResetParams),
-    MethodSpec("sessions.delete", A, p.SessionsDeleteParams),
-    MethodSpec("sessions.compact", A, p.SessionsCompactParams),
-    MethodSpec("sessions.fork", W, p.SessionsForkParams),
-    MethodSpec("sessions.abort", W, p.SessionsAbortParams),
-    MethodSpec("chat.send", W, p.ChatSendParams),
-    MethodSpec("chat.history", R, p.ChatHistoryParams),
-    MethodSpec("chat.abort", W, p.ChatAbortParams),
-    MethodSpec("chat.inject", A, p.ChatInjectParams),
-    MethodSpec("agent", W, p.AgentParams),
-    MethodSpec("agent.wait", W, p.AgentWaitParams),
+    MethodSpec("health", R, "params.EmptyParams"),
+    MethodSpec("status", R, "params.EmptyParams"),
+    MethodSpec("system-presence", R, "params.EmptyParams"),
+    MethodSpec("agents.list", R, "params.EmptyParams"),
+    MethodSpec("models.list", R, "params.ModelsListParams"),
+    MethodSpec("commands.list", R, "params.CommandsListParams"),
+    MethodSpec("config.get", R, "params.EmptyParams"),
+    MethodSpec("channels.status", R, "params.ChannelsStatusParams"),
+    MethodSpec("sessions.list", R, "params.SessionsListParams"),
+    MethodSpec("sessions.describe", R, "params.SessionsDescribeParams"),
+    MethodSpec("sessions.subscribe", R, "params.SessionsSubscribeParams"),
+    MethodSpec("sessions.unsubscribe", R, "params.EmptyParams"),
+    MethodSpec("sessions.messages.subscribe", R, "params.SessionsMessagesSubscribeParams"),
+    MethodSpec("sessions.messages.unsubscribe", R, "params.SessionsMessagesUnsubscribeParams"),
+    MethodSpec("sessions.create", W, "params.SessionsCreateParams"),
+    MethodSpec("sessions.send", W, "params.SessionsSendParams"),
+    MethodSpec("sessions.patch", W, "params.SessionsPatchParams"),
+    MethodSpec("sessions.reset", A, "params.SessionsResetParams"),
+    MethodSpec("sessions.delete", A, "params.SessionsDeleteParams"),
+    MethodSpec("sessions.compact", A, "params.SessionsCompactParams"),
+    MethodSpec("sessions.fork", W, "params.SessionsForkParams"),
+    MethodSpec("sessions.abort", W, "params.SessionsAbortParams"),
+    MethodSpec("chat.send", W, "params.ChatSendParams"),
+    MethodSpec("chat.history", R, "params.ChatHistoryParams"),
+    MethodSpec("chat.abort", W, "params.ChatAbortParams"),
+    MethodSpec("chat.inject", A, "params.ChatInjectParams"),
+    MethodSpec("agent", W, "params.AgentParams"),
+    MethodSpec("agent.wait", W, "params.AgentWaitParams"),
     # Called by the OpenClaw TUI on start; the gateway has no plugin approvals or questions and
     # answers them with empty lists (tool calls' approvals are the `exec.approval.*` methods).
-    MethodSpec("question.list", Scope.QUESTIONS, p.EmptyParams),
-    MethodSpec("plugin.approval.list", Scope.APPROVALS, p.EmptyParams),
+    MethodSpec("question.list", Scope.QUESTIONS, "params.EmptyParams"),
+    MethodSpec("plugin.approval.list", Scope.APPROVALS, "params.EmptyParams"),
     # Tool calls waiting for a person's decision (`gateway.approvals`).
-    MethodSpec("exec.approval.list", Scope.APPROVALS, ap.ExecApprovalListParams),
-    MethodSpec("exec.approval.get", Scope.APPROVALS, ap.ExecApprovalGetParams),
-    MethodSpec("exec.approval.resolve", Scope.APPROVALS, ap.ExecApprovalResolveParams),
-    MethodSpec("exec.approval.waitDecision", Scope.APPROVALS, ap.ExecApprovalWaitDecisionParams),
+    MethodSpec("exec.approval.list", Scope.APPROVALS, "approval_params.ExecApprovalListParams"),
+    MethodSpec("exec.approval.get", Scope.APPROVALS, "approval_params.ExecApprovalGetParams"),
+    MethodSpec("exec.approval.resolve", Scope.APPROVALS, "approval_params.ExecApprovalResolveParams"),
+    MethodSpec(
+        "exec.approval.waitDecision", Scope.APPROVALS, "approval_params.ExecApprovalWaitDecisionParams"
+    ),
     # Scheduled runs: reading is operator.read, changing or running a job operator.admin, as in
     # OpenClaw's schema.
-    MethodSpec("cron.list", R, cp.CronListParams),
-    MethodSpec("cron.get", R, cp.CronGetParams),
-    MethodSpec("cron.status", R, p.EmptyParams),
-    MethodSpec("cron.runs", R, cp.CronRunsParams),
-    MethodSpec("cron.add", A, cp.CronAddParams),
-    MethodSpec("cron.update", A, cp.CronUpdateParams),
-    MethodSpec("cron.remove", A, cp.CronRemoveParams),
-    MethodSpec("cron.run", A, cp.CronRunParams),
+    MethodSpec("cron.list", R, "cron_params.CronListParams"),
+    MethodSpec("cron.get", R, "cron_params.CronGetParams"),
+    MethodSpec("cron.status", R, "params.EmptyParams"),
+    MethodSpec("cron.runs", R, "cron_params.CronRunsParams"),
+    MethodSpec("cron.add", A, "cron_params.CronAddParams"),
+    MethodSpec("cron.update", A, "cron_params.CronUpdateParams"),
+    MethodSpec("cron.remove", A, "cron_params.CronRemoveParams"),
+    MethodSpec("cron.run", A, "cron_params.CronRunParams"),
     # gateway extensions
-    MethodSpec("sessions.tree", R, p.SessionsTreeParams, native=True),
-    MethodSpec("sessions.branch", W, p.SessionsBranchParams, native=True),
-    MethodSpec("sessions.switch", W, p.SessionsSwitchParams, native=True),
-    MethodSpec("sessions.events.subscribe", R, p.SessionsEventsSubscribeParams, native=True),
-    MethodSpec("sessions.events.unsubscribe", R, p.SessionsEventsUnsubscribeParams, native=True),
-    MethodSpec("config.reload", A, p.NativeEmptyParams, native=True),
-    MethodSpec("pairing.list", A, p.PairingListParams, native=True),
-    MethodSpec("pairing.approve", A, p.PairingApproveParams, native=True),
-    MethodSpec("tokens.create", A, p.TokensCreateParams, native=True),
-    MethodSpec("tokens.list", A, p.NativeEmptyParams, native=True),
-    MethodSpec("usage.summary", R, p.UsageSummaryParams, native=True),
-    MethodSpec("tokens.revoke", A, p.TokensRevokeParams, native=True),
-    MethodSpec("mcp.list", A, p.NativeEmptyParams, native=True),
-    MethodSpec("mcp.restart", A, p.McpRestartParams, native=True),
-    MethodSpec("extensions.list", A, p.NativeEmptyParams, native=True),
-    MethodSpec("extensions.enable", A, p.ExtensionNameParams, native=True),
-    MethodSpec("extensions.disable", A, p.ExtensionNameParams, native=True),
-    MethodSpec("cluster.status", R, p.NativeEmptyParams, native=True),
+    MethodSpec("sessions.tree", R, "params.SessionsTreeParams", native=True),
+    MethodSpec("sessions.branch", W, "params.SessionsBranchParams", native=True),
+    MethodSpec("sessions.switch", W, "params.SessionsSwitchParams", native=True),
+    MethodSpec("sessions.events.subscribe", R, "params.SessionsEventsSubscribeParams", native=True),
+    MethodSpec("sessions.events.unsubscribe", R, "params.SessionsEventsUnsubscribeParams", native=True),
+    MethodSpec("config.reload", A, "params.NativeEmptyParams", native=True),
+    MethodSpec("pairing.list", A, "params.PairingListParams", native=True),
+    MethodSpec("pairing.approve", A, "params.PairingApproveParams", native=True),
+    MethodSpec("tokens.create", A, "params.TokensCreateParams", native=True),
+    MethodSpec("tokens.list", A, "params.NativeEmptyParams", native=True),
+    MethodSpec("usage.summary", R, "params.UsageSummaryParams", native=True),
+    MethodSpec("tokens.revoke", A, "params.TokensRevokeParams", native=True),
+    MethodSpec("mcp.list", A, "params.NativeEmptyParams", native=True),
+    MethodSpec("mcp.restart", A, "params.McpRestartParams", native=True),
+    MethodSpec("extensions.list", A, "params.NativeEmptyParams", native=True),
+    MethodSpec("extensions.enable", A, "params.ExtensionNameParams", native=True),
+    MethodSpec("extensions.disable", A, "params.ExtensionNameParams", native=True),
+    MethodSpec("cluster.status", R, "params.NativeEmptyParams", native=True),
 )
 
 METHOD_NAMES: tuple[str, ...] = tuple(METHODS)

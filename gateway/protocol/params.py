@@ -1,4 +1,7 @@
-"""Parameter models of the methods (cron jobs' are in `gateway.protocol.cron_params`).
+"""Parameter models of the methods (cron jobs' are in `gateway.protocol.cron_params`, approvals'
+in `approval_params`, `connect`'s in `connect_params`, the bases and field types they share in
+`params_base`). The method table (`gateway.protocol.methods`) imports these with the first method
+call.
 
 Models of the OpenClaw compatibility set follow the `*Params` definitions of the published
 protocol schema for the fields the gateway uses. OpenClaw's schema also lists dozens of fields we
@@ -21,109 +24,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    model_validator,
+from pydantic import AfterValidator, Field, StringConstraints, model_validator
+
+from gateway.protocol.params_base import (
+    CompatParams,
+    Label,
+    NativeParams,
+    NonEmptyStr,
+    QueueMode,
+    SessionId,
+    SessionKey,
 )
-from pydantic.alias_generators import to_camel
-
-MAX_SESSION_REF = 512
-"""Longest session key or session id a method accepts."""
-
-
-def _no_control_characters(value: str) -> str:
-    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in value):
-        raise ValueError("must NOT contain control characters")
-    return value
-
-
-NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
-SessionKey = Annotated[
-    str, StringConstraints(min_length=1, max_length=MAX_SESSION_REF), AfterValidator(_no_control_characters)
-]
-"""A session key, wherever a method takes one: 1-512 characters, no control characters."""
-SessionId = SessionKey
-"""A session id (the same rule as a key: ids are stored and logged alongside keys)."""
-Label = Annotated[str, StringConstraints(min_length=1, max_length=512)]
-QueueMode = Literal["steer", "followup", "collect", "interrupt"]
-ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
-
-
-class CompatParams(BaseModel):
-    """Base of the OpenClaw-compatible params: strict types, unknown fields kept."""
-
-    # Each model's validator is built when its method is first called, not at import: most
-    # connections use a handful of the forty models.
-    model_config = ConfigDict(
-        alias_generator=to_camel, extra="allow", strict=True, frozen=True, defer_build=True
-    )
-
-
-class NativeParams(BaseModel):
-    """Base of the gateway's own params: strict types, unknown fields refused."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel, extra="forbid", strict=True, frozen=True, defer_build=True
-    )
 
 
 def _bool_or_all(value: Any) -> bool | str:
     if isinstance(value, bool) or value == "all":
         return value  # type: ignore[no-any-return]
     raise ValueError('must be boolean or "all"')
-
-
-# --- handshake --------------------------------------------------------------------------------
-
-
-class ClientInfo(CompatParams):
-    # OpenClaw closes `id` and `mode` to fixed enums; the gateway's own clients (dashboard,
-    # gatewayctl, bindings) name themselves, so any non-empty string is accepted.
-    id: Annotated[str, StringConstraints(min_length=1, max_length=128)]
-    version: NonEmptyStr
-    platform: NonEmptyStr
-    mode: Annotated[str, StringConstraints(min_length=1, max_length=64)]
-    display_name: NonEmptyStr | None = None
-    build_id: Annotated[str, StringConstraints(min_length=1, max_length=96)] | None = None
-    device_family: NonEmptyStr | None = None
-    model_identifier: NonEmptyStr | None = None
-    time_zone: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
-    instance_id: NonEmptyStr | None = None
-
-
-class DeviceIdentity(CompatParams):
-    id: NonEmptyStr
-    public_key: NonEmptyStr
-    signature: NonEmptyStr
-    signed_at: Annotated[int, Field(ge=0)]
-    nonce: str
-
-
-class ConnectAuth(CompatParams):
-    token: str | None = None
-    password: str | None = None
-    bootstrap_token: str | None = None
-    device_token: str | None = None
-
-
-class ConnectParams(CompatParams):
-    min_protocol: Annotated[int, Field(ge=1)]
-    max_protocol: Annotated[int, Field(ge=1)]
-    client: ClientInfo
-    caps: list[NonEmptyStr] = Field(default_factory=list)
-    commands: list[NonEmptyStr] | None = None
-    permissions: dict[str, bool] | None = None
-    path_env: str | None = None
-    role: NonEmptyStr | None = None
-    scopes: list[NonEmptyStr] | None = None
-    device: DeviceIdentity | None = None
-    auth: ConnectAuth | None = None
-    locale: str | None = None
-    user_agent: str | None = None
 
 
 # --- compatibility set ------------------------------------------------------------------------
