@@ -242,10 +242,10 @@ def _run(argv: list[str] | None) -> int:
 
 
 def server_config(app: Any, config: Any, door: Any) -> uvicorn.Config:
-    """uvicorn's settings: HTTP/1.1 and the sans-I/O WebSocket protocol, both with the front
-    door (`gateway.door`) at accept. `proxy_headers` is off: the address a connection's limits
-    and logs name is the peer's own, never one a client wrote into `X-Forwarded-For`."""
-    from gateway.uvicorn_socket import door_protocols
+    """uvicorn's settings: HTTP/1.1 (httptools) and the sans-I/O WebSocket protocol, both with
+    the front door (`gateway.door`) at accept. `proxy_headers` is off: the address a connection's
+    limits and logs name is the peer's own, never one a client wrote into `X-Forwarded-For`."""
+    from gateway.door_protocols import door_protocols
 
     http, ws = door_protocols(door)
     return uvicorn.Config(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,13 +41,17 @@ class RawJSON:
 
 
 class _Raw(Exception):
-    """`dumps` met a `RawJSON`: the value is composed piece by piece instead."""
+    """`dumps` met a `RawJSON`: the value is encoded again with placeholders (`_with_raw`)."""
 
 
 def _refuse_raw(value: Any) -> Any:
     if isinstance(value, RawJSON):
         raise _Raw
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _encode(value: Any, default: Any, *, ascii_only: bool = False) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=ascii_only, allow_nan=False, default=default)
 
 
 def dumps(value: Any) -> str:
@@ -58,38 +63,45 @@ def dumps(value: Any) -> str:
     str can, e.g. from a provider's JSON) makes the whole text fall back to `\\u` escapes.
     """
     try:
-        text = json.dumps(
-            value, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_refuse_raw
-        )
+        text = _encode(value, _refuse_raw)
     except _Raw:
-        return _compose(value)
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            text = json.dumps(value, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+        return _with_raw(value)
+    if not _is_utf8(text):
+        text = _encode(value, _refuse_raw, ascii_only=True)
     return text
 
 
-def _compose(value: Any) -> str:
-    """`dumps` of a value holding `RawJSON`s: containers are joined here, the rest encoded."""
-    if isinstance(value, RawJSON):
-        return value.text
-    if isinstance(value, dict):
-        items = (f"{dumps(_key(key))}:{dumps(item)}" for key, item in value.items())
-        return "{" + ",".join(items) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(dumps(item) for item in value) + "]"
-    return dumps(value)
+def _is_utf8(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
-def _key(key: Any) -> str:
-    """A dict key as `json.dumps` writes it (str, int, float, bool or None)."""
-    if isinstance(key, str):
-        return key
-    if key is None or isinstance(key, bool | int | float):
-        return json.dumps(key)
-    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+def _with_raw(value: Any) -> str:
+    """`dumps` of a value holding `RawJSON`s: encoded once with a placeholder string in place of
+    each, whose encoded form is then replaced by the raw text. A placeholder is a NUL, a random
+    nonce of this call and the raw value's index, then a NUL: JSON escapes the NULs, so no string
+    of the value's own can be mistaken for one unless it holds this call's nonce."""
+    nonce = secrets.token_hex(8)
+    raws: list[str] = []
+
+    def placeholder(item: Any) -> str:
+        if isinstance(item, RawJSON):
+            raws.append(item.text)
+            return f"\0{nonce}:{len(raws) - 1}\0"
+        raise TypeError(f"Object of type {type(item).__name__} is not JSON serializable")
+
+    text = _encode(value, placeholder)
+    if not _is_utf8(text):
+        raws.clear()
+        text = _encode(value, placeholder, ascii_only=True)
+    for index, raw in enumerate(raws):
+        text = text.replace(f'"\\u0000{nonce}:{index}\\u0000"', raw, 1)
+    return text
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,6 +186,31 @@ async def _health_latencies(daemon: Daemon, stop: threading.Event) -> list[float
     return samples
 
 
+LIST_DESCRIPTORS = 'for f in /proc/self/fd/*; do echo "$f $(readlink "$f")"; done'
+
+
+@pytest.mark.parametrize("runner", ["bwrap", "uid"])
+async def test_a_command_holds_none_of_the_daemons_descriptors(
+    runner: str, request: pytest.FixtureRequest
+) -> None:
+    """Only stdin (`/dev/null`) and the output pipe: not the gateway's listening socket, its
+    clients' sockets or the database (an event loop that spawns without closing inheritable
+    descriptors would hand the command the port it could then accept connections on)."""
+    if runner == "bwrap" and not SandboxMachine(home=Path("/nonexistent")).probe("bwrap").ok:
+        pytest.skip("bubblewrap cannot run here")
+    if runner == "uid" and os.geteuid() != 0:
+        pytest.skip("the uid runner needs root")
+    daemon: Daemon = request.getfixturevalue(f"{runner}_daemon")
+    async with connected(daemon):  # one more client socket the command must not see
+        finished = await _bash(daemon, f"agent:main:fds-{runner}", LIST_DESCRIPTORS)
+    lines = _text(finished).splitlines()
+    held = {line.split(" ", 1)[0].rsplit("/", 1)[1]: line.partition(" ")[2] for line in lines}
+    # (1 is the pipe of the `$(...)` that reads the links; 2 the tool's output pipe.)
+    assert held["0"] == "/dev/null" and held["1"].startswith("pipe:") and held["2"].startswith("pipe:"), lines
+    # The glob's own directory descriptor may show, already closed when readlink runs.
+    assert set(held) - {"0", "1", "2"} <= {"3"} and held.get("3", "") in ("", "/proc/self/fd"), lines
+
+
 @needs_bwrap
 async def test_a_fork_flood_ends_at_the_process_limit_and_health_stays_fast(bwrap_daemon: Daemon) -> None:
     # The concurrent client runs in a thread of its own, so the test's own work on this event

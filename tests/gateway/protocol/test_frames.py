@@ -12,6 +12,7 @@ from gateway.protocol.frames import (
     MAX_ID_LENGTH,
     FrameParser,
     ProtocolViolation,
+    RawJSON,
     Request,
     dumps,
     encode_event_template,
@@ -355,6 +356,32 @@ def test_dumps_refuses_values_json_cannot_hold() -> None:
         dumps({"x": float("nan")})
     with pytest.raises(TypeError):
         dumps({"x": object()})
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=json_values, other=json_values)
+@example(value="\x00", other="\ud800")
+def test_raw_json_is_inserted_as_its_text_wherever_it_sits(value: Any, other: Any) -> None:
+    try:
+        raw = RawJSON(dumps(value))
+        dumps(other)
+    except ValueError:  # infinities: not JSON
+        return
+    framed = {"first": raw, "other": other, "nested": [other, {"again": raw}], "same": value}
+    text = dumps(framed)
+    assert json.loads(text) == {
+        "first": value,
+        "other": other,
+        "nested": [other, {"again": value}],
+        "same": value,
+    }
+    text.encode("utf-8")  # always valid UTF-8, whatever `other` holds
+
+
+def test_a_string_shaped_like_a_placeholder_stays_a_string() -> None:
+    lookalike = "\x000123456789abcdef:0\x00"
+    text = dumps({"text": lookalike, "raw": RawJSON("[1,2]")})
+    assert json.loads(text) == {"text": lookalike, "raw": [1, 2]}
 
 
 @settings(max_examples=200, deadline=None)
