@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("gateway.state")
 
+_METHOD_NAMES = sorted(set(METHODS))
+"""The methods `hello-ok` lists (the same for every connection)."""
+
 ReloadHook = Callable[[], Awaitable[dict[str, Any]]]
 """Re-read the configuration and apply it: `{"changed": [...], "restartRequired": [...]}`;
 raises ConfigError for an invalid file (nothing applied then)."""
@@ -128,6 +131,7 @@ class GatewayState:
         self.reload_hook = reload_hook
         self.channels: ChannelsView | None = None
         """The chat bindings, when `[bindings]` configures any (`attach_channels`)."""
+        self._database_label: str | None = None
         self.ready = False
         self.stopping = False
         self.started_at = time.time()
@@ -224,7 +228,7 @@ class GatewayState:
         return handshake.build_hello_ok(
             server_version=__version__,
             conn_id=conn.conn_id,
-            methods=sorted(set(METHODS)),
+            methods=list(_METHOD_NAMES),
             events=list(EVENTS),
             presence=presence,
             health=self._health_sync(),
@@ -378,12 +382,15 @@ class GatewayState:
         }
 
     def database_label(self) -> str:
-        """Where sessions are stored, with any password masked (OpenClaw's `path`)."""
-        url = self.store.database.url.render_as_string(hide_password=True)
-        if "@" in url:
-            scheme, _, rest = url.partition("://")
-            return f"{scheme}://***@{rest.split('@', 1)[1]}"
-        return url
+        """Where sessions are stored, with any password masked (OpenClaw's `path`): rendered once,
+        since the store's URL does not change (every `hello-ok` and `health` carries it)."""
+        if self._database_label is None:
+            url = self.store.database.url.render_as_string(hide_password=True)
+            if "@" in url:
+                scheme, _, rest = url.partition("://")
+                url = f"{scheme}://***@{rest.split('@', 1)[1]}"
+            self._database_label = url
+        return self._database_label
 
     def channels_status(self) -> list[dict[str, Any]]:
         if self.channels is None:

@@ -133,7 +133,10 @@ async def test_gatewayctl_cluster_status_table_and_json(gw: Daemon) -> None:
 async def test_a_single_node_on_postgresql_without_redis_is_not_clustered(tmp_path: Path) -> None:
     assert PG_URL is not None
     schema = f"gw_test_{uuid.uuid4().hex[:20]}"
-    env = {"GATEWAY_DATABASE_URL": url_with_schema(PG_URL, schema), "GATEWAY_CONFIG": ""}
+    # A password in the URL (the server trusts loopback and ignores it) is never shown.
+    url = url_with_schema(PG_URL, schema).replace("postgres@", "postgres:not-to-be-shown@", 1)
+    assert "not-to-be-shown" in url
+    env = {"GATEWAY_DATABASE_URL": url, "GATEWAY_CONFIG": ""}
     try:
         async with AsyncExitStack() as stack:
             daemon = start_daemon(tmp_path / "pg", env=env)
@@ -142,10 +145,13 @@ async def test_a_single_node_on_postgresql_without_redis_is_not_clustered(tmp_pa
                 await client.call("sessions.create", {"key": "agent:main:pg"})
                 answer: dict[str, Any] = await client.call("cluster.status")
                 health = await client.call("health")
+                status = await client.call("status")
                 described = await client.call("sessions.describe", {"key": "agent:main:pg"})
         assert answer["clustered"] is False and len(answer["nodes"]) == 1
         assert answer["nodes"][0]["sessionsOwned"] == 1
         assert health["cluster"] == {"clustered": False, "nodes": 1}
+        assert health["sessions"]["path"].startswith("postgresql+asyncpg://***@"), health["sessions"]
+        assert "not-to-be-shown" not in str(health) and "not-to-be-shown" not in str(status)
         assert "ownerNode" not in described
     finally:
         await drop_schema(PG_URL, schema)
