@@ -209,7 +209,7 @@ class SandboxMachine:
             "output_cap_bytes": settings.output_cap_bytes,
         }
         if choice.runner == "bwrap":
-            return BwrapRunner(workspace, bwrap=self.bwrap, **common)
+            return BwrapRunner(workspace, bwrap=self.bwrap, owner=str(self.home), **common)
         if choice.runner == "uid":
             return UidRunner(workspace, pool=self.pool, group=self.prepare(workspace), **common)
         if choice.runner == "host":

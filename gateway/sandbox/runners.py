@@ -117,11 +117,18 @@ def _system_binds() -> list[str]:
     return args
 
 
+OWNER_ENV = "GATEWAY_SANDBOX_OWNER"
+"""Set in bubblewrap's own environment to the daemon's state directory (and unset inside the
+sandbox): how a later daemon of that directory finds a bubblewrap the last one left behind
+(`SandboxMachine.sweep_leftovers`)."""
+
+
 def bwrap_argv(
     bwrap: str, workspace: Path, cwd: Path, command: Sequence[str], *, extra_ro_binds: Sequence[Path] = ()
 ) -> list[str]:
     """The bubblewrap command line that runs `command` confined to `workspace`."""
     args = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    args += ["--unsetenv", OWNER_ENV]
     args += _system_binds()
     for path in extra_ro_binds:
         args += ["--ro-bind-try", str(path), str(path)]
@@ -174,6 +181,10 @@ class SandboxRunner:
     def rlimits(self) -> dict[str, int]:
         return self.limits.rlimits(processes=False, memory=not self.cgroups.limits_memory)
 
+    def marker(self) -> dict[str, str]:
+        """Variables for the launched program's own environment, never the command's."""
+        return {}
+
     async def begin(self) -> None:
         """Per-call set-up (before the command starts)."""
 
@@ -204,7 +215,7 @@ class SandboxRunner:
             return await run_process(
                 launcher_argv(spec, self.program(command, workdir)),
                 cwd=workdir,
-                env=scrub_env(self.workspace, self.allowed_env, extra=env),
+                env={**scrub_env(self.workspace, self.allowed_env, extra=env), **self.marker()},
                 timeout_s=effective_timeout(timeout_s, self.max_timeout_s),
                 signal=AbortSignal.any(signal, stop.signal),
                 on_output=on_output,
@@ -249,10 +260,15 @@ class BwrapRunner(SandboxRunner):
     kind = "bwrap"
 
     def __init__(self, workspace: Path, *, bwrap: str = "bwrap", extra_ro_binds: Sequence[Path] = (),
-                 **kwargs: Any) -> None:  # fmt: skip
+                 owner: str | None = None, **kwargs: Any) -> None:  # fmt: skip
         super().__init__(workspace, **kwargs)
         self.bwrap = bwrap
         self.extra_ro_binds = tuple(extra_ro_binds)
+        self.owner = owner
+        """The daemon's state directory, put in bubblewrap's environment (`OWNER_ENV`)."""
+
+    def marker(self) -> dict[str, str]:
+        return {} if self.owner is None else {OWNER_ENV: self.owner}
 
     def program(self, command: str, cwd: Path) -> list[str]:
         shell = find_shell()

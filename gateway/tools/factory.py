@@ -26,6 +26,7 @@ import structlog
 from agent_core import AgentTool
 from gateway.config import GatewayConfig
 from gateway.sandbox import ResourceLimits, SandboxMachine, SandboxSettings
+from gateway.sandbox.leftovers import sweep_leftovers
 from gateway.tools.host import ManagerToolsHost
 from gateway.tools.pipeline import PipelineSpec, ToolsLayer, build_tools
 from sessions.profiles import RunContext, RunTools
@@ -110,6 +111,9 @@ class ToolsFactory:
         agent_modes = [config.resolve_agent(agent).sandbox_mode for agent in config.agent_ids]
         for mode in dict.fromkeys([section.mode, *agent_modes]):
             self.machine.announce(mode)
+        # A daemon killed while a sandbox was starting may have left it behind (only one daemon
+        # runs per state directory, so whatever carries this one's mark is left over).
+        sweep_leftovers(str(self.machine.home))
 
     def sandbox_status(self) -> dict[str, Any]:
         return self.machine.status(self.config.sandbox.mode, self.limits)
