@@ -17,6 +17,10 @@ causes it fails.
 Lifetime: the drain task is made when a request finds none running and ends when the queue is
 empty; it belongs to the `InputBatches`, which logs what it raises (nothing should: failures go to
 the requests). A request whose caller stopped waiting before its group began is left out.
+
+Bound: every queued request is a caller waiting for its answer, so the queue holds at most the
+callers in flight (the connections' requests, each connection's under its own limit); nothing is
+dropped.
 """
 
 from __future__ import annotations
@@ -58,11 +62,6 @@ class InputBatches(Generic[Work]):
         self._run = run
         self._queue: deque[Request[Work]] = deque()
         self._drain_task: asyncio.Task[None] | None = None
-
-    @property
-    def queued(self) -> int:
-        """Requests waiting for a group to begin."""
-        return len(self._queue)
 
     async def submit(self, work: Work) -> Any:
         """Queue `work` and wait for its outcome (the value `run` set, or its error)."""
