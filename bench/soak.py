@@ -1,9 +1,8 @@
 """Soak: many sessions running faux conversations with tools for a long time, watched by clients
 that come and go; what the daemon looks like over it, and whether anything was lost or run twice.
 
-It stays one module (and is long) because the drivers, the watchers and the checks of one soak
-share that run's ledger of sent keys and seen events; starting and sampling the daemon is in
-`bench._daemon`, the report's table in `bench._report`.
+The watchers are in `bench._soak_watchers`; starting the daemon is in `bench._daemon`, the
+report's table in `bench._report`.
 
     .venv/bin/python -m bench.soak                       # 30 minutes (the long one)
     .venv/bin/python -m bench.soak --minutes 2           # short mode (tests/reliability/test_soak_short.py)
@@ -44,9 +43,6 @@ database's connection pool, which grows under load up to its bound: 1 writer, 8 
 event-loop lag p99 under load vs idle (histogram buckets: 1, 2, 5, 10, 20, 50 ... ms); `health`
 round trip p99 under load vs idle; events lost; duplicate runs. Exits 1 when an event was lost, a
 run was duplicated or failed.
-
-It stays one module because it is one benchmark, read top to bottom like the other scripts in
-`bench/`: its drivers, watchers and samplers exist only for this run, which `soak()` puts together.
 """
 
 from __future__ import annotations
@@ -68,11 +64,10 @@ import psutil
 
 from bench._daemon import Daemon, gateway_daemon
 from bench._report import Row, percentile, render
-from bench._wire import WireClient, WireError
+from bench._soak_watchers import Watcher, catch_up, watch
 from gateway.client import CallError, GatewayClient
 from gateway.loop_lag import histogram_percentile
 
-NATIVE = b'{"type":"event","event":"session.'
 MESSAGES = (
     '!tool bash {"command": "echo hi"}',
     "!long 50",
@@ -151,105 +146,6 @@ async def _drive(
             totals.failed.append(f"{idem}: {outcome}")
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), rand.uniform(*think))
-
-
-# --- watchers --------------------------------------------------------------------------------------
-
-
-@dataclass
-class Watcher:
-    index: int
-    keys: list[str]
-    last: dict[str, int] = field(default_factory=dict)
-    """Session id -> last sessionSeq received."""
-    ids: dict[str, str] = field(default_factory=dict)
-    """Session key -> session id."""
-    problems: list[str] = field(default_factory=list)
-    finished_runs: Counter[str] = field(default_factory=Counter)
-    received: int = 0
-    reconnects: int = 0
-    client: WireClient | None = None
-    early: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    """Events of a session whose subscribe answer has not been read yet (the replay can arrive in
-    the same read as the answer)."""
-
-    def on_event(self, payload: bytes, _now: float) -> None:
-        if not payload.startswith(NATIVE):
-            return
-        frame = json.loads(payload)
-        body = frame.get("payload") or {}
-        sid = body.get("sessionId")
-        if not isinstance(body.get("sessionSeq"), int):
-            return
-        if sid not in self.last:
-            self.early.setdefault(str(sid), []).append(frame)
-            return
-        self._take(frame)
-
-    def _take(self, frame: dict[str, Any]) -> None:
-        body = frame["payload"]
-        sid, seq = body["sessionId"], body["sessionSeq"]
-        if seq != self.last[sid] + 1:
-            self.problems.append(f"watcher {self.index}: session {sid} seq {seq} after {self.last[sid]}")
-        self.last[sid] = max(self.last[sid], seq)
-        self.received += 1
-        if frame["event"] == "session.agent.finished":
-            self.finished_runs[f"{sid}/{body.get('runId')}"] += 1
-
-    async def connect(self, daemon: Daemon) -> None:
-        client = await WireClient.open(daemon.host, daemon.port)
-        await client.gateway_connect(daemon.token)
-        client.on_event = self.on_event
-        self.client = client
-        for key in self.keys:
-            sid = self.ids.get(key)
-            after = self.last.get(sid, 0) if sid is not None else 0
-            answer = await client.request("sessions.events.subscribe", {"key": key, "afterSeq": after})
-            if answer["replay"] != "exact":
-                self.problems.append(f"watcher {self.index}: {key} replay {answer['replay']}")
-            sid = answer["sessionId"]
-            self.ids[key] = sid
-            self.last.setdefault(sid, after)
-            for frame in self.early.pop(sid, []):
-                self._take(frame)
-
-    def drop(self, rand: random.Random) -> None:
-        client, self.client = self.client, None
-        if client is None or client.transport is None:
-            return
-        if rand.random() < 0.5:
-            client.transport.abort()
-        else:
-            client.close()
-
-
-async def _watch(daemon: Daemon, watcher: Watcher, stop: asyncio.Event, rand: random.Random) -> None:
-    while not stop.is_set():
-        try:
-            await watcher.connect(daemon)
-        except (OSError, WireError, TimeoutError) as exc:
-            watcher.problems.append(f"watcher {watcher.index}: reconnect failed: {exc}")
-            await asyncio.sleep(1)
-            continue
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), rand.uniform(5, 30))
-        watcher.drop(rand)
-        watcher.reconnects += 1
-
-
-async def _catch_up(daemon: Daemon, watcher: Watcher, last_seqs: dict[str, int], timeout: float) -> None:
-    """Resume one final time and wait until every followed session reached its last seq."""
-    await watcher.connect(daemon)
-    deadline = time.monotonic() + timeout
-    try:
-        while any(watcher.last.get(watcher.ids[k], 0) < last_seqs[k] for k in watcher.keys):
-            if time.monotonic() > deadline:
-                behind = [k for k in watcher.keys if watcher.last.get(watcher.ids[k], 0) < last_seqs[k]]
-                watcher.problems.append(f"watcher {watcher.index}: never caught up on {behind}")
-                return
-            await asyncio.sleep(0.05)
-    finally:
-        watcher.drop(random.Random(0))
 
 
 # --- sampling --------------------------------------------------------------------------------------
@@ -391,7 +287,7 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
             for n, key in enumerate(keys)
         ]
         tasks += [
-            asyncio.create_task(_watch(daemon, w, stop, random.Random(f"{args.seed}:w{w.index}")))
+            asyncio.create_task(watch(daemon, w, stop, random.Random(f"{args.seed}:w{w.index}")))
             for w in watchers
         ]
         samples: list[Sample] = []
@@ -416,7 +312,7 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
         last_seqs = {
             key: int((await _call(probe, "sessions.describe", {"key": key}))["lastSeq"]) for key in keys
         }
-        await asyncio.gather(*(_catch_up(daemon, w, last_seqs, timeout=60) for w in watchers))
+        await asyncio.gather(*(catch_up(daemon, w, last_seqs, timeout=60) for w in watchers))
         lost = [p for w in watchers for p in w.problems]
         duplicates = list(totals.duplicate_answers)
         duplicates += await _verify_transcripts(probe, totals)

@@ -1,9 +1,9 @@
 """`Outlet`: one connection's side of the hub: its event `seq`, its bounded send buffer and writer
 task, and what it follows.
 
-It is long, and stays one module, because the send buffer and the holds are one bound: a held frame counts
-against the same `max_buffered_bytes` and the same drop-or-close policy as a queued one, and
-releasing a hold moves its frames into the buffer under that bound.
+This module is long, and stays one module, because the send buffer and the holds are one bound: a
+held frame counts against the same `max_buffered_bytes` and the same drop-or-close policy as a
+queued one, and releasing a hold moves its frames into the buffer under that bound.
 
 Send buffer. Everything the gateway sends to a connection (responses and events) is queued in
 one buffer of at most `max_buffered_bytes` (UTF-8 JSON) and written by one writer task. An event

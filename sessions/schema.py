@@ -7,8 +7,8 @@ that what the migrations build equals `metadata` here. Change both together.
 JSON columns are text holding compact JSON (object keys camelCase, as pi writes them).
 Timestamps are integer Unix milliseconds.
 
-It is long, and stays one module, because it is one `metadata`: the migrations test compares
-every table at once, and the comments beside each table are the schema's documentation.
+This module is long, and stays one module, because it is one `metadata`: the migrations test
+compares every table at once, and the comments beside each table are the schema's documentation.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The store's session tree: sessions, the keys that name them, branches, status and totals.
 
-It is long, and stays one module, because it is one area of the store, whose methods share the rules on keys
-and status transitions; its read queries already live in `sessions._store_tree`.
+This module is long, and stays one module, because it is one area of the store, whose methods
+share the rules on keys and status transitions; its read queries already live in
+`sessions._store_tree`.
 
 `Store.tree` is a `SessionTree`; the rules of every store method (one transaction per call, the
 errors raised) are in `sessions.store`. Branching never copies entries: a branch points into its

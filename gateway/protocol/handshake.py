@@ -1,7 +1,7 @@
 """The `connect` handshake, sans I/O: the challenge, validating `connect`, building `hello-ok`.
 
-It stays one module (and is long) because it is one ordered list of checks, each beside the
-OpenClaw-shaped answer it gives, and `hello-ok` is built from what those checks established;
+This module is long, and stays one module, because it is one ordered list of checks, each beside
+the OpenClaw-shaped answer it gives, and `hello-ok` is built from what those checks established;
 parameter models and their error wording are in `connect_params` and `validation_errors`.
 
 Order of checks in `validate_connect`, each failure answered the way OpenClaw answers it
@@ -22,9 +22,6 @@ Granted scopes are the requested ones the operator role allows, in request order
 are dropped and no scopes requested means none granted (OpenClaw then refuses every scoped
 method with MISSING_SCOPE). With a named token, only the requested scopes the token grants are
 granted: a read-only token asking for `operator.admin` gets `operator.read` at most.
-
-It stays one module because it is one exchange, written in the order it runs: the challenge,
-the checks above (shared secret, then device identity) and the `hello-ok` that answers them.
 """
 
 from __future__ import annotations

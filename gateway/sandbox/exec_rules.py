@@ -1,8 +1,9 @@
 """The rules of exec mediation: one function per dangerous program, plus rules over
 interpreter one-liners, redirections and credential paths.
 
-It is long, and stays one module, because it is one table: `COMMAND_RULES` and `rule_for` at the end name
-every rule above them, and each rule is a short function best read beside its neighbours.
+This module is long, and stays one module, because it is one table: `COMMAND_RULES` and `rule_for`
+at the end name every rule above them, and each rule is a short function best read beside its
+neighbours.
 
 A rule receives the command's name (wrappers such as ``sudo`` already stripped) and arguments,
 and reports findings to a `FindingSink`; it recurses through the sink into command lines that
