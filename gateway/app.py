@@ -102,6 +102,7 @@ RESTART_PREFIXES = (
     "gateway.preauth_max_bytes",
     "gateway.max_unauthenticated_per_address",
     "gateway.allowed_hosts",
+    "gateway.memory_trim_s",
     "logging.",
     "database.",
     "sandbox.",
@@ -124,6 +125,7 @@ def limits(config: GatewayConfig) -> Limits:
         auth_failure_delay_s=g.auth_failure_delay_s,
         auth_failure_max_delay_s=g.auth_failure_max_delay_s,
         auth_failure_window_s=g.auth_failure_window_s,
+        memory_trim_s=g.memory_trim_s,
     )
 
 
@@ -256,6 +258,8 @@ class Gateway:
         state.ready = True
         self._tick = state.background.spawn(state.tick_loop(), name="tick")
         state.loop_lag.start()
+        if state.memory.interval_s > 0:
+            state.background.spawn(state.memory.run(), name="memory trim")
         return state
 
     def _build_channels(self, state: GatewayState, database: Database) -> None:

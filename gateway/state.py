@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from gateway import __version__
+from gateway.allocator import MemoryTrimmer
 from gateway.approvals import Approvals, ApprovalStore
 from gateway.auth import AuthConfig, FailureDelays, check_origin
 from gateway.background import Background
@@ -93,6 +94,7 @@ class Limits:
     auth_failure_delay_s: float = 0.25
     auth_failure_max_delay_s: float = 5.0
     auth_failure_window_s: float = 300.0
+    memory_trim_s: float = 30.0
 
 
 class GatewayState:
@@ -140,6 +142,8 @@ class GatewayState:
         self.background = Background("gateway")
         self.loop_lag = LagProbe()
         """Event-loop lag, started and closed by the app with the tick task."""
+        self.memory = MemoryTrimmer(limits.memory_trim_s)
+        """The allocator's trims, run by the app beside the tick (when `memory_trim_s` > 0)."""
         self.sandbox_status: Callable[[], dict[str, Any]] | None = None
         """The `sandbox` object of health and status: mode, runner, confined (set by the app)."""
         self.presence = PresenceFeed(self._send_presence)
@@ -368,6 +372,7 @@ class GatewayState:
             "runsInFlight": self.manager.running_count(),
             "eventLoopLagMs": lag["p99Ms"],
             "eventLoopLag": lag,
+            "memory": self.memory.snapshot(),
             "runSlots": {"active": self.manager.limiter.active, "waiting": self.manager.limiter.waiting},
             "queueDepths": self.manager.queue_depths(),
             "journalPending": self.manager.journal.pending,

@@ -268,12 +268,13 @@ def server_config(app: Any, config: Any, door: Any) -> uvicorn.Config:
 async def _serve(
     config: Any, token: str | None, password: str | None, token_note: str | None, env: dict[str, str]
 ) -> int:
-    from gateway.allocator import release_large_blocks
+    from gateway.allocator import limit_arenas, release_large_blocks
     from gateway.app import Gateway, create_app, door_settings
     from gateway.auth import is_wildcard_host
     from gateway.door import Door
 
     release_large_blocks()
+    limit_arenas()  # before the database and the executor start their threads
     door = Door(door_settings(config))
     gateway = Gateway(config, token=token, password=password, env=env, door=door)
     app = create_app(gateway)

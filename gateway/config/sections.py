@@ -116,6 +116,8 @@ class GatewaySection(Section):
     auth_failure_window_s: PositiveFloat = 300.0
     """How long a failed authentication counts towards its address's delay."""
     shutdown_grace_s: Annotated[float, Field(ge=0)] = 30.0
+    memory_trim_s: Annotated[float, Field(ge=0)] = 30.0
+    """Seconds between two hand-backs of the C allocator's free pages to the system (0: never)."""
 
     @model_validator(mode="before")
     @classmethod
