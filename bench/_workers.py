@@ -48,6 +48,11 @@ class Workers:
                 proc.kill()
                 proc.wait()
 
+    @property
+    def pids(self) -> list[int]:
+        """The worker processes' ids."""
+        return [proc.pid for proc in self._procs]
+
     def ready(self, failure: str) -> None:
         """Wait until every worker has said `ready`; raise RuntimeError(`failure`) otherwise."""
         for proc in self._procs:

@@ -28,7 +28,9 @@ same run (the cross-node rows beside the watchers' counterparts on the owner nod
 - saturated: events carried/s (the same count, pace 0), the nodes' CPU per event carried (user +
   system of all nodes from the send to the last receipt) and the cores that CPU time kept busy
   (CPU time over the first-to-last receipt span: on a machine whose cores the nodes share with
-  PostgreSQL, Redis and the clients, what two nodes can add is bounded by the cores left idle);
+  PostgreSQL, Redis and the clients, what two nodes can add is bounded by the cores left idle),
+  and the cores PostgreSQL (all its processes), Redis and the client workers kept busy over the
+  same span (what the nodes' share of the machine left to them);
 - cross-node watcher latency p50 / p99 and loss, beside the same sessions' clients on the owner.
 
 After the table: how many sessions each node owned (from `sessions.describe`).
@@ -52,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -112,6 +115,9 @@ class Outcome:
     events: int
     seconds: float
     cpu_s: float
+    others_cpu_s: dict[str, float]
+    """CPU seconds over the same span of what shares the machine with the nodes: PostgreSQL (all
+    its processes), Redis and the client workers."""
     owned: dict[str, int]
 
     @property
@@ -347,8 +353,10 @@ def measure(plan: Plan, nodes: int) -> Outcome:
     with cluster(nodes, plan) as daemons, Workers("bench.cluster", _worker_specs(daemons, plan)) as workers:
         workers.ready("a client worker failed to set up its sessions")
         cpu_before = sum(cpu_seconds(d.pid) for d in daemons)
+        others_before = _others_cpu(workers.pids)
         results = workers.go()
         cpu_s = sum(cpu_seconds(d.pid) for d in daemons) - cpu_before
+        others_after = _others_cpu(workers.pids)
     seen = [r for r in results if r["events"]]
     owned: dict[str, int] = {}
     for owner in (o for r in results for o in r["owners"]):
@@ -360,8 +368,32 @@ def measure(plan: Plan, nodes: int) -> Outcome:
         events=sum(r["events"] for r in results),
         seconds=max((r["last"] for r in seen), default=0.0) - min((r["first"] for r in seen), default=0.0),
         cpu_s=cpu_s,
+        others_cpu_s={name: others_after[name] - others_before.get(name, 0.0) for name in others_after},
         owned=owned,
     )
+
+
+OTHERS = {"postgres": "PostgreSQL", "redis-server": "Redis"}
+"""Process names of the services the nodes share the machine with, and what the rows call them."""
+
+
+def _others_cpu(client_pids: list[int]) -> dict[str, float]:
+    """CPU seconds so far of PostgreSQL's and Redis's processes on this machine, and of the
+    client workers. A backend that ends in between takes its time with it (the nodes' pooled
+    connections stay open through a measurement)."""
+    totals = {name: 0.0 for name in OTHERS.values()}
+    totals["clients"] = 0.0
+    for proc in psutil.process_iter(["name"]):
+        label = OTHERS.get(proc.info["name"] or "")
+        if label is None and proc.pid in client_pids:
+            label = "clients"
+        if label is None:
+            continue
+        try:
+            totals[label] += cpu_seconds(proc.pid)
+        except (OSError, psutil.Error):
+            continue
+    return totals
 
 
 # --- rows ---------------------------------------------------------------------------------------
@@ -400,6 +432,17 @@ def _saturated_rows(plan: Plan, two: Outcome, one: Outcome) -> list[Row]:
         Row(f"events carried/s, saturated{note}", setting, two.rate, "/s", base, one.rate),
         Row("nodes' CPU per event carried", setting, per_event[0], "µs", base, per_event[1]),
         Row("nodes' CPU in use", setting, cores[0], "cores", base, cores[1]),
+        *(
+            Row(
+                f"{name}'s CPU in use",
+                setting,
+                _cores(two.others_cpu_s[name], two),
+                "cores",
+                base,
+                _cores(one.others_cpu_s[name], one),
+            )
+            for name in two.others_cpu_s
+        ),
         Row(
             "events lost + duplicated",
             setting,
@@ -409,6 +452,10 @@ def _saturated_rows(plan: Plan, two: Outcome, one: Outcome) -> list[Row]:
             one.clients.lost + one.clients.duplicates,
         ),
     ]
+
+
+def _cores(cpu_s: float, outcome: Outcome) -> float:
+    return cpu_s / outcome.seconds if outcome.seconds > 0 else float("nan")
 
 
 def _cross_rows(plan: Plan, two: Outcome) -> list[Row]:

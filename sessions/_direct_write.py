@@ -8,13 +8,19 @@ plain SQL with `?` placeholders, run by
 
 - SQLite: the store's direct `sqlite3` connection (`sessions._sqlite_writer`), statements on the
   event loop's thread (they never suspend), the commit on the writer's thread;
-- PostgreSQL: the asyncpg driver of a pooled connection (placeholders become `$1`, `$2`, ...;
-  `executemany` sends every row in one round trip).
+- PostgreSQL: the asyncpg driver of a pooled connection (placeholders become `$1`, `$2`, ...).
 
 SQL here must be valid on both: INSERT/UPDATE/SELECT with `RETURNING`, no backend functions; the
 one difference callers meet is a list parameter (`in_list`). Driver errors leave the block as the
 store's (`sessions.db.translate`); `is_unique_violation` tells an id given twice from the rest
 before that.
+
+Many rows at once: `insert_many` and `update_many` take the table, its columns (`Col`: name and
+type) and the rows. SQLite runs one prepared statement per row (`executemany`, all in C);
+PostgreSQL gets one statement for all of them, the columns sent as arrays and taken apart by
+`unnest`: the server parses, plans and starts one statement per table and batch instead of one
+per row (asyncpg's `executemany` binds and executes each row on its own). `bench.cluster` shows
+what PostgreSQL's processes then spend beside the nodes ("PostgreSQL's CPU in use").
 """
 
 from __future__ import annotations
@@ -22,11 +28,21 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-__all__ = ["DirectWrite", "PostgresWrite", "SqliteWrite", "is_unique_violation"]
+__all__ = ["Col", "DirectWrite", "PostgresWrite", "SqliteWrite", "is_unique_violation"]
 
 Row = tuple[Any, ...]
+
+
+class Col(NamedTuple):
+    """A column as `insert_many` and `update_many` write it: its name and its PostgreSQL type
+    (`text` or `bigint`: an array of it carries the column's values; `text` fits varchar columns,
+    `bigint` integer ones)."""
+
+    name: str
+    type: str
+
 
 _UNIQUE_VIOLATION = "23505"
 
@@ -44,8 +60,15 @@ class DirectWrite(Protocol):
         """Run one statement; return how many rows it changed."""
         ...
 
-    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Run one statement for each of `rows`, all at once."""
+    async def insert_many(self, table: str, columns: Sequence[Col], rows: Sequence[Sequence[Any]]) -> None:
+        """Insert `rows` (values in the order of `columns`) into `table`."""
+        ...
+
+    async def update_many(
+        self, table: str, key: Col, columns: Sequence[Col], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        """Set `columns` of the rows of `table` whose `key` matches: each of `rows` is the new
+        values in the order of `columns`, then the key."""
         ...
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
@@ -77,8 +100,13 @@ class SqliteWrite:
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         return self._conn.execute(sql, params).rowcount
 
-    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self._conn.executemany(sql, rows)
+    async def insert_many(self, table: str, columns: Sequence[Col], rows: Sequence[Sequence[Any]]) -> None:
+        self._conn.executemany(_sqlite_insert(table, tuple(columns)), rows)
+
+    async def update_many(
+        self, table: str, key: Col, columns: Sequence[Col], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        self._conn.executemany(_sqlite_update(table, key, tuple(columns)), rows)
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return self._conn.execute(sql, params).fetchall()
@@ -101,8 +129,15 @@ class PostgresWrite:
         tail = status.rsplit(" ", 1)[-1]
         return int(tail) if tail.isdigit() else 0
 
-    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        await self._conn.executemany(_numbered(sql), rows)
+    async def insert_many(self, table: str, columns: Sequence[Col], rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            await self._conn.execute(_postgres_insert(table, tuple(columns)), *zip(*rows, strict=True))
+
+    async def update_many(
+        self, table: str, key: Col, columns: Sequence[Col], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        if rows:
+            await self._conn.execute(_postgres_update(table, key, tuple(columns)), *zip(*rows, strict=True))
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return [tuple(record) for record in await self._conn.fetch(_numbered(sql), *params)]
@@ -116,3 +151,37 @@ def _numbered(sql: str) -> str:
     """`sql` with PostgreSQL's numbered placeholders instead of `?`."""
     parts = sql.split("?")
     return "".join(f"{part}${n}" for n, part in enumerate(parts[:-1], 1)) + parts[-1]
+
+
+@functools.lru_cache(maxsize=64)
+def _sqlite_insert(table: str, columns: tuple[Col, ...]) -> str:
+    names = ", ".join(c.name for c in columns)
+    return f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))})"
+
+
+@functools.lru_cache(maxsize=64)
+def _sqlite_update(table: str, key: Col, columns: tuple[Col, ...]) -> str:
+    assignments = ", ".join(f"{c.name} = ?" for c in columns)
+    return f"UPDATE {table} SET {assignments} WHERE {key.name} = ?"
+
+
+def _unnest(columns: Sequence[Col]) -> str:
+    """`unnest($1::text[], $2::bigint[], ...)`: one array parameter per column."""
+    return f"unnest({', '.join(f'${n}::{c.type}[]' for n, c in enumerate(columns, 1))})"
+
+
+@functools.lru_cache(maxsize=64)
+def _postgres_insert(table: str, columns: tuple[Col, ...]) -> str:
+    names = ", ".join(c.name for c in columns)
+    return f"INSERT INTO {table} ({names}) SELECT * FROM {_unnest(columns)}"
+
+
+@functools.lru_cache(maxsize=64)
+def _postgres_update(table: str, key: Col, columns: tuple[Col, ...]) -> str:
+    everything = (*columns, key)
+    names = ", ".join(c.name for c in everything)
+    assignments = ", ".join(f"{c.name} = v.{c.name}" for c in columns)
+    return (
+        f"UPDATE {table} SET {assignments} FROM {_unnest(everything)} AS v({names}) "
+        f"WHERE {table}.{key.name} = v.{key.name}"
+    )

@@ -14,12 +14,14 @@ writes it with a fixed number of statements however many sessions and rows it ho
 2. check them here: the session exists, its events continue its log exactly (`last_seq + 1`,
    `+ 2`, ...), each status change is allowed (staying in the same status is); entries take the
    positions after `last_position`;
-3. one `executemany` each: the sessions' new counters, status and `updated_at`; the entries; the
-   events (plus one UPDATE per session whose settings change, which is rare);
+3. one statement each (`DirectWrite.update_many`, `insert_many`): the sessions' new counters,
+   status and `updated_at`; the entries; the events (plus one UPDATE per session whose settings
+   change, which is rare);
 4. the batch's extra writes (`ExtraWrite`: a run's record, its inputs' outcome), in order.
 
 The transaction is a direct write (`Database.write_direct`): SQLite's direct `sqlite3`
-connection, PostgreSQL's asyncpg driver (one round trip per statement). Any failure leaves the
+connection, PostgreSQL's asyncpg driver (one round trip per statement, the rows of a table as
+arrays). Any failure leaves the
 whole batch unwritten.
 """
 
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from sessions import _store_rows as rows
-from sessions._direct_write import DirectWrite, is_unique_violation
+from sessions._direct_write import Col, DirectWrite, is_unique_violation
 from sessions.db import Database
 from sessions.errors import Conflict, InvalidTransition, NotFound, SeqConflict
 from sessions.ids import new_id
@@ -48,12 +50,29 @@ ExtraWrite = Callable[[DirectWrite], Awaitable[None]]
 in the same transaction. Run again from the start when the batch is retried, so it must not keep
 anything from an earlier try; raising leaves the whole batch unwritten."""
 
-_COUNTERS_SQL = "UPDATE sessions SET status = ?, last_position = ?, last_seq = ?, updated_at = ? WHERE id = ?"
-_ENTRIES_SQL = (
-    "INSERT INTO entries (id, session_id, position, kind, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+_TEXT, _BIGINT = "text", "bigint"
+_SESSION_ID = Col("id", _TEXT)
+_COUNTERS = (
+    Col("status", _TEXT),
+    Col("last_position", _BIGINT),
+    Col("last_seq", _BIGINT),
+    Col("updated_at", _BIGINT),
 )
-_EVENTS_SQL = (
-    "INSERT INTO events (session_id, seq, run_id, type, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+_ENTRIES = (
+    Col("id", _TEXT),
+    Col("session_id", _TEXT),
+    Col("position", _BIGINT),
+    Col("kind", _TEXT),
+    Col("payload", _TEXT),
+    Col("created_at", _BIGINT),
+)
+_EVENTS = (
+    Col("session_id", _TEXT),
+    Col("seq", _BIGINT),
+    Col("run_id", _TEXT),
+    Col("type", _TEXT),
+    Col("payload", _TEXT),
+    Col("created_at", _BIGINT),
 )
 _SELECT = "SELECT id, status, last_position, last_seq, updated_at FROM sessions"
 # In a cluster: with the owner and fencing token each row must still have (`sessions.ownership`).
@@ -207,18 +226,18 @@ async def apply(database: Database, commit: GroupCommit, extra: Sequence[ExtraWr
                     fence.check(sid, values[4], values[5])
                 current[sid] = _Counters(*values[:4])
         counters, entry_rows, event_rows, firsts = commit.plan(current)
-        await tx.executemany(_COUNTERS_SQL, counters)
+        await tx.update_many("sessions", _SESSION_ID, _COUNTERS, counters)
         for statement, values in commit.settings_updates():
             await tx.execute(statement, values)
         if entry_rows:
             try:
-                await tx.executemany(_ENTRIES_SQL, entry_rows)
+                await tx.insert_many("entries", _ENTRIES, entry_rows)
             except Exception as error:
                 if is_unique_violation(error):
                     raise commit.conflict(error) from error
                 raise
         if event_rows:
-            await tx.executemany(_EVENTS_SQL, event_rows)
+            await tx.insert_many("events", _EVENTS, event_rows)
         for write in extra:
             await write(tx)
     return Committed(commit.now, firsts)

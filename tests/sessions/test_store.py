@@ -622,12 +622,12 @@ async def test_commit_batch_writes_each_table_once_however_many_sessions(store: 
 
         def __getattr__(self, name: str) -> Any:
             method = getattr(self.inner, name)
-            if name not in ("execute", "executemany", "fetch"):
+            if name not in ("execute", "insert_many", "update_many", "fetch"):
                 return method
 
-            def counted(sql: str, params: Any = ()) -> Any:
-                calls.append((name, len(params) if name == "executemany" else 0))
-                return method(sql, params)
+            def counted(*args: Any) -> Any:
+                calls.append((name, len(args[-1]) if name.endswith("_many") else 0))
+                return method(*args)
 
             return counted
 
@@ -641,7 +641,7 @@ async def test_commit_batch_writes_each_table_once_however_many_sessions(store: 
     store.database.write_direct = write_direct  # type: ignore[method-assign]
     events = [NewEvent(n, "x", {"n": n}) for n in (1, 2, 3)]
     await store.commit_batch([(s.id, [msg("a"), msg("b")], events, None) for s in sessions])
-    assert sorted(calls) == [("executemany", 30), ("executemany", 60), ("executemany", 90), ("fetch", 0)]
+    assert sorted(calls) == [("fetch", 0), ("insert_many", 60), ("insert_many", 90), ("update_many", 30)]
     for s in sessions:
         assert texts(await store.transcript.read(s.id)) == ["a", "b"]
         assert [e.payload for e in await store.events.read(s.id)] == [{"n": 1}, {"n": 2}, {"n": 3}]
