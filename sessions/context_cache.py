@@ -20,6 +20,15 @@ at most (`bench.agent_loop` prints "bytes per parsed message"). The least recent
 go when the total passes the budget (`budget()`, read at each use so a config reload applies at
 once); a context larger than the whole budget is not kept.
 
+Admission: a context read after a miss is kept only if it fits without evicting anything, or if
+its session has been used more often lately than the least recently used context it would
+evict. Plain LRU keeps nothing useful when more sessions take turns than the budget holds (each
+session's context is evicted just before its next run, so every run reads and parses its whole
+history); this way the contexts kept stay kept, and a session used more often than they are
+takes its place. "Lately": each look-up of a session's context (`get`, once per run) counts one,
+and all counts are halved every `AGING_FACTOR` look-ups per kept context (at least
+`MIN_AGING_USES`), which forgets sessions no longer used and bounds what the counts hold.
+
 Lifetime: a context lives until its session's live session is dropped (`drop`), until it is
 evicted for room, or until a commit it cannot follow drops it.
 """
@@ -41,6 +50,8 @@ __all__ = ["ContextCache"]
 
 _BYTES_PER_CHAR = 2
 """What one character of stored JSON is charged once parsed."""
+AGING_FACTOR = 8
+MIN_AGING_USES = 1_000
 
 
 @dataclass(slots=True)
@@ -65,6 +76,9 @@ class ContextCache:
         # Most recently used last.
         self._contexts: OrderedDict[str, _Context] = OrderedDict()
         self._size = 0
+        self._uses: dict[str, int] = {}
+        """Recent uses per session (admission; see the module docstring)."""
+        self._since_aging = 0
 
     def __len__(self) -> int:
         return len(self._contexts)
@@ -77,6 +91,7 @@ class ContextCache:
     def get(self, session_id: str, entry_count: int) -> list[AgentMessage] | None:
         """A new list of the session's context messages, or None when it is not cached or was
         cached at another own-entry count than `entry_count` (then it is dropped)."""
+        self._used(session_id)
         context = self._contexts.get(session_id)
         if context is None:
             return None
@@ -101,7 +116,8 @@ class ContextCache:
             context.sizes.append(texts.get(entry_id, 0) * _BYTES_PER_CHAR)
         context.size = sum(context.sizes) + _summary_size(view.compaction)
         self.drop(session_id)
-        self._keep(session_id, context)
+        if self._admits(session_id, context.size):
+            self._keep(session_id, context)
         head = [] if summary is None else [summary]
         return [*head, *context.messages]
 
@@ -136,6 +152,21 @@ class ContextCache:
     def clear(self) -> None:
         self._contexts.clear()
         self._size = 0
+
+    def _used(self, session_id: str) -> None:
+        self._uses[session_id] = self._uses.get(session_id, 0) + 1
+        self._since_aging += 1
+        if self._since_aging >= max(MIN_AGING_USES, AGING_FACTOR * len(self._contexts)):
+            self._since_aging = 0
+            self._uses = {sid: count // 2 for sid, count in self._uses.items() if count > 1}
+
+    def _admits(self, session_id: str, size: int) -> bool:
+        """Whether a context of `size` bytes read for the session is kept: it fits as things are,
+        or the session's recent uses outnumber those of the context that would go first."""
+        if self._size + size <= self._budget() or not self._contexts:
+            return True
+        victim = next(iter(self._contexts))
+        return self._uses.get(session_id, 0) > self._uses.get(victim, 0)
 
     def _keep(self, session_id: str, context: _Context) -> None:
         if context.size > self._budget():

@@ -112,14 +112,23 @@ def _json(message: AgentMessage) -> str:
     return dumps(message.dump())
 
 
+def _look_up(cache: ContextCache, session_id: str, count: int = 10) -> bool:
+    """What a run does: look the context up, read it on a miss. True on a hit."""
+    if cache.get(session_id, count) is not None:
+        return True
+    cache.fill(session_id, count, _entries(count, 100))
+    return False
+
+
 def test_contexts_stay_within_the_budget_least_recently_used_first() -> None:
     one = sum(len(e.payload) for e in _entries(10, 100)) * 2
     cache = ContextCache(lambda: one * 2)
-    cache.fill("a", 10, _entries(10, 100))
-    cache.fill("b", 10, _entries(10, 100))
+    _look_up(cache, "a")
+    _look_up(cache, "b")
     assert cache.size == one * 2
-    assert cache.get("a", 10) is not None  # a is now the most recently used
-    cache.fill("c", 10, _entries(10, 100))
+    assert cache.get("a", 10) is not None  # a is now the most recently used, and used twice
+    _look_up(cache, "c")
+    _look_up(cache, "c")  # c, used as often as a, takes b's place
     assert cache.get("b", 10) is None
     assert cache.get("a", 10) is not None and cache.get("c", 10) is not None
     assert cache.size <= one * 2
@@ -147,3 +156,33 @@ def test_a_stale_count_or_an_unknown_first_kept_entry_drops_the_context() -> Non
     assert compacted is not None
     entries = [*kept, ContextEntry("c1", "compaction", dumps(payload))]
     assert compacted == build_context(entries) and len(compacted) == 2
+
+
+def test_sessions_taking_turns_keep_what_fits_instead_of_evicting_each_other() -> None:
+    """Six sessions run in turn with room for three contexts: plain LRU would evict each one just
+    before its next run (no hit at all); the three kept stay kept."""
+    one = sum(len(e.payload) for e in _entries(10, 100)) * 2
+    cache = ContextCache(lambda: one * 3)
+    sessions = [f"s{n}" for n in range(6)]
+    hits = [sum(_look_up(cache, s) for s in sessions) for _ in range(10)]
+    assert hits[0] == 0 and all(h == 3 for h in hits[1:]), hits
+    assert cache.size <= one * 3
+
+    # A session used more often than the kept ones takes the place of the least recently used.
+    for _ in range(20):
+        _look_up(cache, "hot")
+    assert cache.get("hot", 10) is not None and cache.size <= one * 3
+
+
+def test_use_counts_age_so_that_old_habits_fade() -> None:
+    """Counts are halved every few uses: a session busy long ago loses to one busy now."""
+    one = sum(len(e.payload) for e in _entries(10, 100)) * 2
+    cache = ContextCache(lambda: one)
+    for _ in range(400):
+        _look_up(cache, "old")
+    for n in range(6_000):
+        _look_up(cache, f"passer-{n}")  # one look-up each: never enough to take old's place
+    assert cache.get("old", 10) is not None
+    for _ in range(10):
+        _look_up(cache, "new")
+    assert cache.get("new", 10) is not None, "the old count should have faded"
