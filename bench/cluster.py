@@ -29,8 +29,8 @@ same run (the cross-node rows beside the watchers' counterparts on the owner nod
   system of all nodes from the send to the last receipt) and the cores that CPU time kept busy
   (CPU time over the first-to-last receipt span: on a machine whose cores the nodes share with
   PostgreSQL, Redis and the clients, what two nodes can add is bounded by the cores left idle),
-  and the cores PostgreSQL (all its processes), Redis and the client workers kept busy over the
-  same span (what the nodes' share of the machine left to them);
+  and the cores PostgreSQL (all its processes), Redis and the client workers kept busy from the
+  release of the clients until their results were in (what shared the machine with the nodes);
 - cross-node watcher latency p50 / p99 and loss, beside the same sessions' clients on the owner.
 
 After the table: how many sessions each node owned (from `sessions.describe`).
@@ -116,8 +116,10 @@ class Outcome:
     seconds: float
     cpu_s: float
     others_cpu_s: dict[str, float]
-    """CPU seconds over the same span of what shares the machine with the nodes: PostgreSQL (all
-    its processes), Redis and the client workers."""
+    """CPU seconds of what shares the machine with the nodes (PostgreSQL's processes, Redis, the
+    client workers) from the release of the clients until their results were in."""
+    others_wall_s: float
+    """The wall time of that span."""
     owned: dict[str, int]
 
     @property
@@ -354,9 +356,11 @@ def measure(plan: Plan, nodes: int) -> Outcome:
         workers.ready("a client worker failed to set up its sessions")
         cpu_before = sum(cpu_seconds(d.pid) for d in daemons)
         others_before = _others_cpu(workers.pids)
+        released = time.monotonic()
         results = workers.go()
         cpu_s = sum(cpu_seconds(d.pid) for d in daemons) - cpu_before
         others_after = _others_cpu(workers.pids)
+        others_wall_s = time.monotonic() - released
     seen = [r for r in results if r["events"]]
     owned: dict[str, int] = {}
     for owner in (o for r in results for o in r["owners"]):
@@ -368,31 +372,46 @@ def measure(plan: Plan, nodes: int) -> Outcome:
         events=sum(r["events"] for r in results),
         seconds=max((r["last"] for r in seen), default=0.0) - min((r["first"] for r in seen), default=0.0),
         cpu_s=cpu_s,
-        others_cpu_s={name: others_after[name] - others_before.get(name, 0.0) for name in others_after},
+        others_cpu_s=_spent(others_before, others_after),
+        others_wall_s=others_wall_s,
         owned=owned,
     )
 
 
-OTHERS = {"postgres": "PostgreSQL", "redis-server": "Redis"}
-"""Process names of the services the nodes share the machine with, and what the rows call them."""
+OTHERS = {"postgres": "PostgreSQL's", "redis-server": "Redis's"}
+"""Process names of the services the nodes share the machine with, and the label of their rows."""
+CLIENTS = "client workers'"
+
+ProcessTimes = dict[int, tuple[str, float]]
+"""Per process id: its row label and its CPU seconds so far."""
 
 
-def _others_cpu(client_pids: list[int]) -> dict[str, float]:
-    """CPU seconds so far of PostgreSQL's and Redis's processes on this machine, and of the
-    client workers. A backend that ends in between takes its time with it (the nodes' pooled
-    connections stay open through a measurement)."""
-    totals = {name: 0.0 for name in OTHERS.values()}
-    totals["clients"] = 0.0
+def _others_cpu(client_pids: list[int]) -> ProcessTimes:
+    """CPU seconds so far of each of PostgreSQL's and Redis's processes on this machine, and of
+    the client workers."""
+    times: ProcessTimes = {}
     for proc in psutil.process_iter(["name"]):
         label = OTHERS.get(proc.info["name"] or "")
         if label is None and proc.pid in client_pids:
-            label = "clients"
+            label = CLIENTS
         if label is None:
             continue
         try:
-            totals[label] += cpu_seconds(proc.pid)
+            times[proc.pid] = (label, cpu_seconds(proc.pid))
         except (OSError, psutil.Error):
             continue
+    return times
+
+
+def _spent(before: ProcessTimes, after: ProcessTimes) -> dict[str, float]:
+    """CPU seconds per label between two readings: a process seen in both counts its difference,
+    one started in between all it used. One that ended in between is not counted (its time
+    went with it), so PostgreSQL backends of other programs that come and go cannot make a
+    figure negative; the nodes' pooled connections stay open through a measurement."""
+    totals = {label: 0.0 for label in (*OTHERS.values(), CLIENTS)}
+    for pid, (label, seconds) in after.items():
+        earlier = before.get(pid)
+        totals[label] += seconds - (earlier[1] if earlier is not None and earlier[0] == label else 0.0)
     return totals
 
 
@@ -434,12 +453,12 @@ def _saturated_rows(plan: Plan, two: Outcome, one: Outcome) -> list[Row]:
         Row("nodes' CPU in use", setting, cores[0], "cores", base, cores[1]),
         *(
             Row(
-                f"{name}'s CPU in use",
+                f"{name} CPU in use",
                 setting,
-                _cores(two.others_cpu_s[name], two),
+                two.others_cpu_s[name] / two.others_wall_s,
                 "cores",
                 base,
-                _cores(one.others_cpu_s[name], one),
+                one.others_cpu_s[name] / one.others_wall_s,
             )
             for name in two.others_cpu_s
         ),
@@ -452,10 +471,6 @@ def _saturated_rows(plan: Plan, two: Outcome, one: Outcome) -> list[Row]:
             one.clients.lost + one.clients.duplicates,
         ),
     ]
-
-
-def _cores(cpu_s: float, outcome: Outcome) -> float:
-    return cpu_s / outcome.seconds if outcome.seconds > 0 else float("nan")
 
 
 def _cross_rows(plan: Plan, two: Outcome) -> list[Row]:

@@ -25,7 +25,7 @@ from tests.sessions.conftest import PG_URL
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = {
     "agent_loop": 4,
-    "cluster": 11,
+    "cluster": 14,
     "compat": 6,
     "connect": 4,
     "fanout": 6,
