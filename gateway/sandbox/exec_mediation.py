@@ -369,6 +369,11 @@ def _try_base64(text: str) -> str | None:
         return None
 
 
+_ARITHMETIC = re.compile(r"\$\(\((.*?)\)\)", re.DOTALL)
+"""The inside of each `$(( ... ))` of a line (the first `))` ends it)."""
+_ARITHMETIC_STARTS = frozenset("$0123456789(+-!~")
+
+
 def classify(command: str) -> Classification:
     """Judge a shell command line. Never raises; an empty line is ``RiskTier.NONE``.
 
@@ -383,6 +388,12 @@ def classify(command: str) -> Classification:
         return Classification(RiskTier.HIGH, [OVERSIZED], reason)
     analyzer = _Analyzer()
     analyzer.analyze_text(command)
+    for inner in _ARITHMETIC.findall(command):
+        # `$(( cat /etc/shadow ))` reads as arithmetic to bash, but a shell that falls back to
+        # `$( ( cat /etc/shadow ) )` would run it: its inside is read as commands too (which only
+        # adds findings), unless it starts as arithmetic does (`$i + 1`, `2 * x`, `(a)`, `-n`).
+        if inner.strip()[:1] not in _ARITHMETIC_STARTS:
+            analyzer.analyze_text(inner)
     if not analyzer.findings:
         return Classification(RiskTier.NONE)
     ordered = sorted(analyzer.findings, key=lambda finding: -finding.risk)

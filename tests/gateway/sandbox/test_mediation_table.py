@@ -144,7 +144,15 @@ ALLOWED: list[str] = [
     "head -c 100 /dev/urandom | base64",
     "chmod +x run.sh && ./run.sh",
     "bash run.sh",
+    "echo $(( $count + 1 ))",
+    "echo $(( i * 2 ))",
 ]
+
+
+def test_a_command_inside_an_arithmetic_expansion_is_read_as_one_too() -> None:
+    """`$(( cmd ))` is arithmetic to bash, but a shell that falls back to `$( ( cmd ) )` runs it."""
+    result = classify("echo $(( cat /etc/shadow ))")
+    assert result.risk >= RiskTier.HIGH and "credential_access" in result.classes, result
 
 
 @pytest.mark.parametrize(("command", "danger"), REFUSED, ids=[c for c, _ in REFUSED])
