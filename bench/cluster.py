@@ -1,3 +1,5 @@
+# This module is long because one benchmark is one story: its client worker, its cluster set-up, its
+# measurement and its rows share one Plan and one Outcome; splitting them would only scatter them.
 """Sessions over a cluster: the same load on one clustered node and on two, and events that cross
 from the node that runs a session to clients on the other.
 

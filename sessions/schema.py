@@ -1,3 +1,4 @@
+# This module is long because it is the whole schema at the newest migration, one table beside another.
 """The database schema as SQLAlchemy Core tables, and the values its text columns may hold.
 
 This module describes the schema at the newest migration; it never creates anything. Tables are

@@ -1,3 +1,4 @@
+# This module is long because it is one table of rules, read top to bottom (see the docstring).
 """The rules of exec mediation: one function per dangerous program, plus rules over
 interpreter one-liners, redirections and credential paths.
 
