@@ -421,7 +421,10 @@ async def test_a_run_is_aborted_from_a_node_that_does_not_run_it(cluster: Cluste
     async with connected(a) as on_a, connected(b) as on_b:
         run_id = await send(on_a, key, " ".join(f"x{i}" for i in range(400)))
         follower = await follow(on_b, key)
-        await drain_into(follower, on_b, 5, timeout_s=20)
+        # Up to the reply's first word: status, agent and turn start, the prompt (two events),
+        # the reply's start, then its deltas.
+        await drain_into(follower, on_b, 7, timeout_s=20)
+        assert follower.events[-1]["name"] == "message.delta", follower.events
         # The text streamed so far, as chat.history on another node shows it.
         history = await on_b.call("chat.history", {"sessionKey": key})
         assert history["inFlightRun"]["runId"] == run_id
