@@ -48,7 +48,8 @@ class Bridge:
         self._sessions: tuple[SessionLookup, SessionRowOf] | None = None
         # `sessions.changed` row look-ups in flight, until their frame is sent or `aclose`.
         self._changes = Background("sessions.changed")
-        self._listeners: list[Callable[[SessionEvent], None]] = []
+        self._listeners: list[tuple[Callable[[SessionEvent], None], bool]] = []
+        """Each listener, and whether it hears events committed on other nodes."""
         self._change_listeners: list[Callable[[str, str], None]] = []
         self.published = 0
 
@@ -58,15 +59,22 @@ class Bridge:
         the session manager's active runs, so this is called once the manager exists)."""
         self._sessions = (lookup, row_of)
 
-    def add_listener(self, listener: Callable[[SessionEvent], None]) -> Callable[[], None]:
-        """Call `listener` with every published session event, in order, after the hub got it,
-        until the returned function is called. It runs inside `publish`: it must not block, and
-        what it raises is logged and dropped (chat bindings relay replies this way)."""
-        self._listeners.append(listener)
+    def add_listener(
+        self, listener: Callable[[SessionEvent], None], *, remote: bool = False
+    ) -> Callable[[], None]:
+        """Call `listener` with every session event published here, in order, after the hub got
+        it, until the returned function is called. It runs inside `publish`: it must not block,
+        and what it raises is logged and dropped (chat bindings relay replies this way).
+
+        In a cluster, events of the sessions other nodes run are published here too, for this
+        node's clients; a listener hears them only with `remote` (one that relays or waits for
+        them), not one that acts once per run where the run happens (metrics, traces, hooks)."""
+        entry = (listener, remote)
+        self._listeners.append(entry)
 
         def remove() -> None:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
+            if entry in self._listeners:
+                self._listeners.remove(entry)
 
         return remove
 
@@ -82,12 +90,16 @@ class Bridge:
         return remove
 
     # EventPublisher
-    def publish(self, event: SessionEvent) -> None:
+    def publish(self, event: SessionEvent, *, remote: bool = False) -> None:
+        """Fan `event` out and tell the listeners; `remote`: another node committed it (see
+        `add_listener`)."""
         self.published += 1
         try:
             self._publish(event)
         finally:
-            for listener in list(self._listeners):
+            for listener, hears_remote in list(self._listeners):
+                if remote and not hears_remote:
+                    continue
                 try:
                     listener(event)
                 except Exception:

@@ -184,7 +184,9 @@ class Channels:
         self.approvals = ChannelApprovals(state.approvals, self._bindings, self._inputs)
         """Approval requests of chat sessions, posted to the chat and decided there."""
         self.webhooks = self._webhook_router()
-        self._remove_listener: Callable[[], None] | None = state.bridge.add_listener(self.feed.on_event)
+        self._remove_listener: Callable[[], None] | None = state.bridge.add_listener(
+            self.feed.on_event, remote=True
+        )
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._leasing: ChannelLeasing | None = None

@@ -23,15 +23,16 @@ __all__ = ["Publisher"]
 class Publisher:
     """The session manager's `EventPublisher` (see the module)."""
 
-    def __init__(self, hub: Hub, bridge: Bridge) -> None:
+    def __init__(self, hub: Hub, bridge: Bridge, *, remote: bool = False) -> None:
         self._hub = hub
         self._bridge = bridge
+        self._remote = remote
         self.cluster: ClusterNode | None = None
         """In a cluster, where this node's committed events also go."""
 
     def publish(self, event: SessionEvent) -> None:
         self._hub.session_named(event.session_key, event.session_id)
-        self._bridge.publish(event)
+        self._bridge.publish(event, remote=self._remote)
         if self.cluster is not None:
             self.cluster.published(event)
 
@@ -39,5 +40,6 @@ class Publisher:
         self._bridge.session_changed(session_id, reason)
 
     def local(self) -> Publisher:
-        """A publisher to this node's clients only (for events that came from other nodes)."""
-        return Publisher(self._hub, self._bridge)
+        """A publisher to this node's clients only, for events that came from other nodes (the
+        bridge's listeners that act where a run happens do not hear them)."""
+        return Publisher(self._hub, self._bridge, remote=True)

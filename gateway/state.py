@@ -151,7 +151,7 @@ class GatewayState:
         self.sessions_summary = SessionsSummary(lambda limit: store.tree.list_sessions(limit=limit))
         """What `health` reports of the sessions, from memory (`gateway.health`)."""
         bridge.add_change_listener(lambda session_id, reason: self.sessions_summary.stale())
-        bridge.add_listener(self._session_event)
+        bridge.add_listener(self._session_event, remote=True)
         self.limits = limits
         self.parser = _parser(limits)
         self.auth_failures = _failure_delays(limits)

@@ -118,7 +118,7 @@ class Automation:
         the session manager started."""
         if self._closed or self._remove_listener is not None:
             return
-        self._remove_listener = self._state.bridge.add_listener(self._on_event)
+        self._remove_listener = self._state.bridge.add_listener(self._on_event, remote=True)
         if self._config.cron.enabled:
             self.background.spawn(self.scheduler.run(), name="cron-scheduler")
         self.background.spawn(self._housekeeping(), name="automation-housekeeping")

@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.client import GatewayClient
 from tests.cluster.conftest import LEASE_TTL_S, Cluster, PrivateRedis, needs_cluster
+from tests.daemon import Daemon
 from tests.e2e.helpers import wait_for
 from tests.e2e.test_approvals import RISKY, requested
 from tests.reliability._support import (
@@ -86,6 +89,20 @@ async def drain_into(follower: Follower, client: GatewayClient, until_seq: int, 
             follower.session_id = str(event["sessionId"])
         if event["sessionId"] == follower.session_id:
             follower.take(event)
+
+
+def runs_started(daemon: Daemon) -> float:
+    """`gateway_runs_started_total` from the node's `GET /metrics`."""
+    response = httpx.get(
+        daemon.http_url + "/metrics", headers={"Authorization": f"Bearer {daemon.token}"}, timeout=10
+    )
+    assert response.status_code == 200, response.text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+        if sample.name == "gateway_runs_started_total"
+    )
 
 
 def replies(events: list[dict[str, Any]]) -> list[str]:
@@ -436,6 +453,22 @@ async def test_a_run_is_aborted_from_a_node_that_does_not_run_it(cluster: Cluste
         outcome = await wait_run(on_b, run_id, timeout_s=10)
         assert outcome["status"] == "aborted", outcome
         assert await owner_of(cluster, key) == "a"  # stopped where it ran
+
+
+async def test_a_run_is_counted_and_traced_by_the_node_that_runs_it_only(cluster: Cluster) -> None:
+    """Metrics are per node: a node that relays another node's events to its clients does not
+    count that node's runs as its own (summing the nodes' counters counts each run once)."""
+    a = cluster.start("a")
+    b = cluster.start("b")
+    key = "agent:main:counted-once"
+    async with connected(a) as on_a, connected(b) as on_b:
+        follower = await follow(on_b, key)  # b relays the run's events to a client of its own
+        run_id = await send(on_a, key, "count me once")
+        assert (await wait_run(on_b, run_id))["status"] == "ok"
+        await drain_into(follower, on_b, 8, timeout_s=20)
+        assert await owner_of(cluster, key) == "a"
+    started = {name: runs_started(daemon) for name, daemon in (("a", a), ("b", b))}
+    assert started == {"a": 1.0, "b": 0.0}
 
 
 async def test_session_list_changes_on_one_node_reach_the_lists_of_the_others(cluster: Cluster) -> None:

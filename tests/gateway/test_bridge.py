@@ -18,6 +18,7 @@ from gateway.bridge import Bridge
 from gateway.hub import Hub
 from gateway.outlet import Outlet
 from gateway.protocol.delta_pacing import DeltaPacing
+from gateway.publisher import Publisher
 from sessions import (
     AgentFinished,
     AgentStarted,
@@ -169,6 +170,29 @@ async def test_a_run_reaches_a_reader_in_every_shape_in_order() -> None:
     assert seen == [e.name for e in run_events()]
     assert bridge.published == 8
     await outlet.aclose()
+
+
+async def test_events_of_other_nodes_reach_clients_and_only_the_listeners_that_hear_remote_events() -> None:
+    hub = Hub()
+    bridge = Bridge(hub)
+    outlet, wire = await connect(hub)
+    per_run: list[str] = []  # metrics, traces, hooks: once per run, where it runs
+    relaying: list[str] = []  # chat replies, automation: wherever the run happens
+    bridge.add_listener(lambda event: per_run.append(event.name))
+    remove = bridge.add_listener(lambda event: relaying.append(event.name), remote=True)
+    events = run_events()
+    Publisher(hub, bridge).local().publish(events[0])  # committed by another node
+    Publisher(hub, bridge).publish(events[1])  # committed here
+    await settle(outlet)
+    assert [f["event"] for f in wire.frames if f["event"].startswith("session.")] == [
+        "session.status.changed",
+        "session.agent.started",
+    ]
+    assert per_run == ["agent.started"]
+    assert relaying == ["status.changed", "agent.started"]
+    remove()
+    Publisher(hub, bridge).local().publish(events[2])
+    assert relaying == ["status.changed", "agent.started"]
 
 
 async def test_tool_frames_go_only_to_connections_that_asked_for_them() -> None:
