@@ -54,11 +54,17 @@ def _audit_for(session_id: str, agent_id: str) -> Callable[[dict[str, Any]], Non
 
 def _approvals(gw: GatewayState, ctx: RunContext, sandbox: SandboxSettings) -> ToolsLayer | None:
     """The run's approval layer, None when the agent's policy never asks."""
+    config = gw.directory.config
+    agent = next((a for a in config.agents if a.id == ctx.profile.id), None)
+    if agent is None or agent.approvals == "never":
+        # The default: decided from the configuration, so a daemon whose agents never ask does
+        # not import the approval machinery into its first run.
+        return None
     from functools import partial
 
     from gateway.approvals import ApprovalGate, CallSite, approval_layer, policy_for
 
-    policy = policy_for(gw.directory.config, ctx.profile.id)
+    policy = policy_for(config, ctx.profile.id)
     if not policy.active:
         return None
     site = CallSite(

@@ -263,6 +263,9 @@ NOT_AT_START_UP = (
 """Modules a daemon with the default configuration (SQLite, no bindings, logs to a file) does not
 import to start and answer a first handshake."""
 
+NOT_FOR_A_RUN = ("gateway.approvals.layer", "gateway.approvals.policy")
+"""Modules a first run does not import when no agent's approval policy asks (the default)."""
+
 _STARTED_IN_PROCESS = textwrap.dedent(
     """
     import asyncio, gc, json, os, signal, sys, threading, time
@@ -282,16 +285,24 @@ _STARTED_IN_PROCESS = textwrap.dedent(
                     raise
                 await asyncio.sleep(0.02)
 
+    async def one_run():
+        async with GatewayClient(url, token=token) as client:
+            sent = await client.call("chat.send", {"sessionKey": "agent:main:probe", "message": "hi",
+                                                   "idempotencyKey": "probe-1"})
+            done = await client.call("agent.wait", {"runId": sent["runId"], "timeoutMs": 30000})
+            return done["status"]
+
     def watch():
         hello = asyncio.run(first_handshake())
         modules = sorted(sys.modules)
+        run = asyncio.run(one_run())
         # The socket listens before uvicorn reports that it started, so the first handshake can
         # be answered a moment before the daemon turns the collector back on.
         deadline = time.monotonic() + 10
         while not gc.isenabled() and time.monotonic() < deadline:
             time.sleep(0.01)
         state = {"hello": hello, "modules": modules, "gc_enabled": gc.isenabled(),
-                 "gc_frozen": gc.get_freeze_count()}
+                 "gc_frozen": gc.get_freeze_count(), "run": run, "after_run": sorted(sys.modules)}
         with open(report, "w") as out:
             json.dump(state, out)
         os.kill(os.getpid(), signal.SIGTERM)
@@ -326,6 +337,9 @@ def test_a_default_start_imports_only_what_the_configuration_uses(gateway_home: 
     assert state["hello"] == "hello-ok"
     unwanted = [name for name in state["modules"] if _within(name, NOT_AT_START_UP)]
     assert unwanted == []
+    # A run of an agent whose policy never asks leaves the approval machinery unimported.
+    assert state["run"] == "ok"
+    assert [name for name in state["after_run"] if _within(name, NOT_FOR_A_RUN)] == []
     # The collector is back on once the server listens, with start-up's objects frozen out of it.
     assert state["gc_enabled"] is True
     assert state["gc_frozen"] > 10_000

@@ -1,6 +1,7 @@
 """What `gatewayd`'s start-up path imports: uvicorn's server without its command line, the method
 table and its params models only with the first method call, the approval policy only with the
-first run. Each probe runs in a fresh interpreter (this one has imported everything already)."""
+first run of an agent whose policy asks. Each probe runs in a fresh interpreter (this one has
+imported everything already)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ LATER = (
     "gateway.protocol.params",  # the methods' params models: with the first method call
     "gateway.protocol.cron_params",
     "gateway.protocol.approval_params",
-    "gateway.approvals.layer",  # the approval policy: with the first run
+    "gateway.approvals.layer",  # the approval policy: with the first run of an agent that asks
     "gateway.approvals.policy",
 )
 
