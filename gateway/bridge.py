@@ -52,6 +52,7 @@ class Bridge:
         """Each listener, and whether it hears events committed on other nodes."""
         self._change_listeners: list[Callable[[str, str], None]] = []
         self.published = 0
+        """Events committed on this node and published (not those relayed from other nodes)."""
 
     def list_sessions_with(self, lookup: SessionLookup, row_of: SessionRowOf) -> None:
         """Broadcast `sessions.changed` from now on, finding a changed session with `lookup` and
@@ -93,7 +94,8 @@ class Bridge:
     def publish(self, event: SessionEvent, *, remote: bool = False) -> None:
         """Fan `event` out and tell the listeners; `remote`: another node committed it (see
         `add_listener`)."""
-        self.published += 1
+        if not remote:
+            self.published += 1
         try:
             self._publish(event)
         finally:

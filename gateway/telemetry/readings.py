@@ -89,7 +89,7 @@ def state_readings(state: GatewayState, outbox: Outbox) -> list[Reading]:
 
     return [
         Reading(
-            Family("gateway_events_published", "Session events published.", ()),
+            Family("gateway_events_published", "Session events committed here and published.", ()),
             lambda: one(state.bridge.published),
             "counter",
         ),

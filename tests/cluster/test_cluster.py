@@ -91,8 +91,8 @@ async def drain_into(follower: Follower, client: GatewayClient, until_seq: int, 
             follower.take(event)
 
 
-def runs_started(daemon: Daemon) -> float:
-    """`gateway_runs_started_total` from the node's `GET /metrics`."""
+def counted(daemon: Daemon, name: str) -> float:
+    """The sum of the samples of `name` in the node's `GET /metrics`."""
     response = httpx.get(
         daemon.http_url + "/metrics", headers={"Authorization": f"Bearer {daemon.token}"}, timeout=10
     )
@@ -101,7 +101,7 @@ def runs_started(daemon: Daemon) -> float:
         sample.value
         for family in text_string_to_metric_families(response.text)
         for sample in family.samples
-        if sample.name == "gateway_runs_started_total"
+        if sample.name == name
     )
 
 
@@ -465,10 +465,13 @@ async def test_a_run_is_counted_and_traced_by_the_node_that_runs_it_only(cluster
         follower = await follow(on_b, key)  # b relays the run's events to a client of its own
         run_id = await send(on_a, key, "count me once")
         assert (await wait_run(on_b, run_id))["status"] == "ok"
-        await drain_into(follower, on_b, 8, timeout_s=20)
+        last = int((await on_b.call("sessions.describe", {"key": key}))["lastSeq"])
+        await drain_into(follower, on_b, last, timeout_s=20)
         assert await owner_of(cluster, key) == "a"
-    started = {name: runs_started(daemon) for name, daemon in (("a", a), ("b", b))}
-    assert started == {"a": 1.0, "b": 0.0}
+    nodes = (("a", a), ("b", b))
+    assert {name: counted(node, "gateway_runs_started_total") for name, node in nodes} == {"a": 1, "b": 0}
+    published = {name: counted(node, "gateway_events_published_total") for name, node in nodes}
+    assert published == {"a": last, "b": 0}
 
 
 async def test_session_list_changes_on_one_node_reach_the_lists_of_the_others(cluster: Cluster) -> None:

@@ -190,6 +190,7 @@ async def test_events_of_other_nodes_reach_clients_and_only_the_listeners_that_h
     ]
     assert per_run == ["agent.started"]
     assert relaying == ["status.changed", "agent.started"]
+    assert bridge.published == 1  # what this node committed
     remove()
     Publisher(hub, bridge).local().publish(events[2])
     assert relaying == ["status.changed", "agent.started"]
