@@ -40,6 +40,7 @@ from sqlalchemy.engine import URL, make_url
 
 from sessions._async_engine import create_async_engine
 from sessions._direct_write import DirectWrite, PostgresWrite, SqliteWrite
+from sessions._sqlite_direct import CACHE_PRAGMA
 from sessions._sqlite_reader import SqliteReader
 from sessions._sqlite_writer import SqliteWriter
 from sessions.errors import SessionsError, StoreClosed, StoreError, StoreUnavailable
@@ -409,7 +410,7 @@ def _sqlite_engine(url: URL, busy_timeout_ms: int, *, role: str, **pool: Any) ->
     # Connections are only used inside `begin()` blocks, which always end their transaction, so
     # the pool's extra ROLLBACK on every check-in would be a wasted round trip to the driver thread.
     engine = create_async_engine(url, pool_reset_on_return=None, **pool)
-    pragmas = [f"PRAGMA busy_timeout = {int(busy_timeout_ms)}", "PRAGMA foreign_keys = ON"]
+    pragmas = [CACHE_PRAGMA, f"PRAGMA busy_timeout = {int(busy_timeout_ms)}", "PRAGMA foreign_keys = ON"]
     if role == "writer":
         pragmas += ["PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL"]
     else:

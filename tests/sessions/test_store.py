@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 
+from sessions._direct_write import DirectWrite
+from sessions._sqlite_direct import PAGE_CACHE_KIB
 from sessions.errors import (
     Conflict,
     InvalidRequest,
@@ -852,6 +854,27 @@ async def test_a_caller_that_stops_waiting_before_its_group_begins_records_nothi
 
 
 # -- failures at the boundary ---------------------------------------------------------------------
+
+
+async def test_every_sqlite_connection_keeps_a_bounded_page_cache(gateway_home: Path) -> None:
+    """Direct writer and reader, and SQLAlchemy's writer and readers: each caches at most
+    PAGE_CACHE_KIB of pages (SQLite's default, 2 MiB a connection, grew the daemon with the file)."""
+    async with Store.open(default_url(gateway_home)) as store:
+        database = store.database
+        seen: dict[str, int] = {}
+
+        async def direct(reader: DirectWrite) -> int:
+            return int((await reader.fetch("PRAGMA cache_size"))[0][0])
+
+        async with database.write_direct() as writer:
+            seen["direct writer"] = int((await writer.fetch("PRAGMA cache_size"))[0][0])
+        seen["direct reader"] = await database.read_direct(direct)
+        async with database.write() as conn:
+            seen["writer"] = int((await conn.execute(text("PRAGMA cache_size"))).scalar_one())
+        async with database.read() as conn:
+            seen["reader"] = int((await conn.execute(text("PRAGMA cache_size"))).scalar_one())
+    assert seen == dict.fromkeys(seen, -PAGE_CACHE_KIB)
+    assert len(seen) == 4
 
 
 async def test_locked_database_is_retryable_unavailable_then_recovers(gateway_home: Path) -> None:
