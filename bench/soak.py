@@ -5,7 +5,8 @@ The watchers are in `bench._soak_watchers`; starting the daemon is in `bench._da
 report's table in `bench._report`.
 
     .venv/bin/python -m bench.soak                       # 30 minutes (the long one)
-    .venv/bin/python -m bench.soak --minutes 2           # short mode (tests/reliability/test_soak_short.py)
+    .venv/bin/python -m bench.soak --minutes 2 --window 600   # short mode (tests/reliability/test_soak_short.py)
+    .venv/bin/python -m bench.soak --window 3000         # 30 minutes, sessions compacting as they go
     .venv/bin/python -m bench.soak --minutes 2 --json out.json
 
 Load: `--sessions` (200) sessions, each a loop on one of `--drivers` (8) connections: send a
@@ -25,6 +26,13 @@ budget (default: 0 for soaks shorter than five minutes, whose warm-up is too sho
 default of 64 MiB otherwise); every sample reads the bytes the cache is charged (`status`), and a
 row gives them at the end against the budget. A budget the cache fills within the warm-up (8 MiB
 for the default load fills in about two minutes) leaves the slope to everything else.
+
+Compaction: the faux model's window (128,000 tokens) is far more than 30 minutes of this load
+fills, so by default no session compacts and every context only grows. `--window TOKENS` gives
+the model a window of that size instead (with a summary limit of a fortieth of it; `[compaction]`
+keeps an eighth of it in reserve and three eighths of recent messages), so sessions compact as
+they would over days of use with a real model's window, and the soak measures that steady
+state. The compactions are counted (the database's compaction entries, read at the end).
 
 Sampled every `--sample-s` seconds: the daemon's RSS and open FDs (psutil), its `status`
 (event-loop lag histogram from `gateway.loop_lag`), and a `health` round trip on a probe
@@ -53,6 +61,7 @@ import contextlib
 import json
 import math
 import random
+import sqlite3
 import sys
 import time
 from collections import Counter
@@ -75,6 +84,32 @@ MESSAGES = (
 )
 ENV = {"GATEWAY_FAUX_PACE_MS": "10"}
 CACHE_CONFIG = "[runs]\ncontext_cache_bytes = {budget}\n"
+WINDOW_CONFIG = """
+[compaction]
+reserve_tokens = {reserve}
+keep_recent_tokens = {keep}
+
+[[models]]
+provider = "faux"
+id = "echo"
+api = "faux"
+name = "Faux echo"
+context_window = {window}
+max_tokens = {summary}
+"""
+
+
+def window_config(window: int) -> str:
+    """The faux echo model with a window of `window` tokens, and compaction settings to match."""
+    return WINDOW_CONFIG.format(
+        window=window, summary=window // 40, reserve=window // 8, keep=window * 3 // 8
+    )
+
+
+def count_compactions(home: Path) -> int:
+    """Compaction entries in the daemon's database (read once its load has stopped)."""
+    with contextlib.closing(sqlite3.connect(f"file:{home / 'gateway.db'}?mode=ro", uri=True)) as conn:
+        return int(conn.execute("SELECT count(*) FROM entries WHERE kind = 'compaction'").fetchone()[0])
 
 
 @dataclass
@@ -340,6 +375,8 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
     lag_p99 = histogram_percentile(steady[0].lag["histogram"], final.lag["histogram"], 0.99)
     return {
         "minutes": args.minutes,
+        "window": args.window,
+        "compactions": count_compactions(daemon.home),
         "elapsed_s": round(elapsed, 1),
         "sessions": args.sessions,
         "watchers": args.watchers,
@@ -376,8 +413,11 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
 
 def rows(result: dict[str, Any]) -> list[Row]:
     setting = f"{result['sessions']} sessions, {result['watchers']} watchers, {result['minutes']:g} min"
+    if result["window"]:
+        setting += f", window {result['window']:,}"
     nan = float("nan")
     return [
+        Row("compactions", setting, result["compactions"], "", "-", nan),
         Row(
             "daemon RSS at the end",
             setting,
@@ -444,6 +484,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="[runs] context_cache_bytes in MiB (default: 0 under 5 minutes, else the daemon's 64)",
     )
+    parser.add_argument(
+        "--window",
+        type=int,
+        default=0,
+        help="the faux model's context window in tokens, so sessions compact (default: its own 128,000)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results (with every sample) here")
     parser.add_argument("--verbose", action="store_true", help="print each sample to stderr")
     args = parser.parse_args(argv)
@@ -453,6 +499,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.context_cache_mib is None:
         args.context_cache_mib = 0.0 if args.minutes < 5 else 64.0
     config = CACHE_CONFIG.format(budget=int(args.context_cache_mib * 2**20))
+    if args.window:
+        config += window_config(args.window)
     with gateway_daemon(env=ENV, config=config) as daemon:
         result = asyncio.run(soak(args, daemon))
     print(render(rows(result)))

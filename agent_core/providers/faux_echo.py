@@ -20,6 +20,11 @@ of the last user message scripts the reply instead:
   whole message when no TEXT follows).
 
 Unknown directives are echoed like any other text.
+
+A reply longer than the request's ``max_tokens`` (when the request sets one; tokens estimated
+as pi's faux estimates them, four characters each) stops there, at a word's end, with stop
+reason ``length``, as a real model's does. A compaction asks for its summary with a limit, so
+with a model whose window is small the echo model lets compaction run in a long soak.
 """
 
 from __future__ import annotations
@@ -135,6 +140,44 @@ def plan_echo(context: Context) -> EchoPlan:
     return _echo(text)
 
 
+def capped(plan: EchoPlan, max_tokens: int | None) -> EchoPlan:
+    """`plan` with its text cut after `max_tokens` estimated tokens (stop reason ``length``)."""
+    if max_tokens is None or plan.stop_reason != "stop":
+        return plan
+    left = max_tokens * 4  # characters (`estimate_tokens`)
+    content: list[FauxBlock] = []
+    for block in plan.content:
+        text = (
+            block.text
+            if isinstance(block, TextContent)
+            else block.thinking
+            if isinstance(block, ThinkingContent)
+            else None
+        )
+        if text is None or len(text) <= left:
+            content.append(block)
+            left -= len(text or "")
+            continue
+        kept = "".join(_within(split_words(text), left))
+        if kept:
+            content.append(
+                TextContent(text=kept) if isinstance(block, TextContent) else ThinkingContent(thinking=kept)
+            )
+        return EchoPlan(content=content, stop_reason="length", sleep_ms=plan.sleep_ms)
+    return plan
+
+
+def _within(words: list[str], limit: int) -> list[str]:
+    """The leading words whose lengths add up to at most `limit` characters."""
+    out: list[str] = []
+    for word in words:
+        if len(word) > limit:
+            break
+        out.append(word)
+        limit -= len(word)
+    return out
+
+
 def _plan_tool(rest: str) -> EchoPlan:
     name, _, raw_args = rest.partition(" ")
     if not name:
@@ -175,7 +218,7 @@ async def _produce_builtin(
         )
         fail_stream(stream, message, options.on_event)
         return
-    plan = plan_echo(context)
+    plan = capped(plan_echo(context), options.max_tokens)
     message = AssistantMessage(
         content=plan.content,
         api=model.api,

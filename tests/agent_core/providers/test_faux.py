@@ -382,6 +382,18 @@ async def test_echo_directives() -> None:
     assert plain.content == [TextContent(text="echo: !unknown directive")]
 
 
+async def test_echo_stops_at_the_requests_max_tokens_like_a_real_model() -> None:
+    events, reply = await _ask("!long 100", max_tokens=10)  # 10 tokens: 40 characters
+    text = reply.content[0].text  # type: ignore[union-attr]
+    assert reply.stop_reason == "length"
+    assert text == "w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12 "
+    assert "".join(e.delta for e in events if e.type == "text_delta") == text  # type: ignore[union-attr]
+    _, short = await _ask("hello", max_tokens=10)
+    assert (short.stop_reason, short.content) == ("stop", [TextContent(text="echo: hello")])
+    _, unlimited = await _ask("!long 100")
+    assert unlimited.stop_reason == "stop" and unlimited.content[0].text.endswith("w100")  # type: ignore[union-attr]
+
+
 async def test_echo_sleep_waits_then_echoes_and_honours_abort() -> None:
     started = time.monotonic()
     _, reply = await _ask("!sleep 150 wake up")
