@@ -5,9 +5,10 @@ The watchers are in `bench._soak_watchers`; starting the daemon is in `bench._da
 report's table in `bench._report`.
 
     .venv/bin/python -m bench.soak                       # 30 minutes (the long one)
-    .venv/bin/python -m bench.soak --minutes 2 --window 600   # short mode (tests/reliability/test_soak_short.py)
     .venv/bin/python -m bench.soak --window 3000         # 30 minutes, sessions compacting as they go
-    .venv/bin/python -m bench.soak --minutes 2 --json out.json
+    .venv/bin/python -m bench.soak --minutes 2 --window 600 --json out.json   # the suite's short mode
+
+The short mode is what `tests/reliability/test_soak_short.py` runs.
 
 Load: `--sessions` (200) sessions, each a loop on one of `--drivers` (8) connections: send a
 message, wait for its run to end (`agent.wait`), think for a random `--think` (2-10 s), again.
@@ -32,7 +33,9 @@ fills, so by default no session compacts and every context only grows. `--window
 the model a window of that size instead (with a summary limit of a fortieth of it; `[compaction]`
 keeps an eighth of it in reserve and three eighths of recent messages), so sessions compact as
 they would over days of use with a real model's window, and the soak measures that steady
-state. The compactions are counted (the database's compaction entries, read at the end).
+state. The tools' definitions count toward a context too (about a thousand tokens here): with
+`--window 3000` a session compacts about every second run, with 600 at nearly every run. The
+compactions are counted (the database's compaction entries, read at the end).
 
 Sampled every `--sample-s` seconds: the daemon's RSS and open FDs (psutil), its `status`
 (event-loop lag histogram from `gateway.loop_lag`), and a `health` round trip on a probe
