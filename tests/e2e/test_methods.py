@@ -255,8 +255,10 @@ async def test_compact_summarises_older_history(client: GatewayClient) -> None:
     assert kept in ids and ids.index(kept) > 0
     # The session still runs after compaction.
     assert (await run(client, key, "after", "compact-after"))["text"] == "echo: after"
+    short = "agent:main:e2e-compact-empty"  # nothing to summarise
+    await client.call("sessions.create", {"key": short})
     with pytest.raises(CallError) as too_short:
-        await client.call("sessions.compact", {"key": "agent:main:e2e-list:alpha"})
+        await client.call("sessions.compact", {"key": short})
     assert too_short.value.code == "INVALID_REQUEST"
 
 
