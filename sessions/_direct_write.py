@@ -101,12 +101,12 @@ class SqliteWrite:
         return self._conn.execute(sql, params).rowcount
 
     async def insert_many(self, table: str, columns: Sequence[Col], rows: Sequence[Sequence[Any]]) -> None:
-        self._conn.executemany(_sqlite_insert(table, tuple(columns)), rows)
+        self._conn.executemany(_insert_sql(table, tuple(columns), False), rows)
 
     async def update_many(
         self, table: str, key: Col, columns: Sequence[Col], rows: Sequence[Sequence[Any]]
     ) -> None:
-        self._conn.executemany(_sqlite_update(table, key, tuple(columns)), rows)
+        self._conn.executemany(_update_sql(table, key, tuple(columns), False), rows)
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return self._conn.execute(sql, params).fetchall()
@@ -131,13 +131,13 @@ class PostgresWrite:
 
     async def insert_many(self, table: str, columns: Sequence[Col], rows: Sequence[Sequence[Any]]) -> None:
         if rows:
-            await self._conn.execute(_postgres_insert(table, tuple(columns)), *zip(*rows, strict=True))
+            await self._conn.execute(_insert_sql(table, tuple(columns), True), *zip(*rows, strict=True))
 
     async def update_many(
         self, table: str, key: Col, columns: Sequence[Col], rows: Sequence[Sequence[Any]]
     ) -> None:
         if rows:
-            await self._conn.execute(_postgres_update(table, key, tuple(columns)), *zip(*rows, strict=True))
+            await self._conn.execute(_update_sql(table, key, tuple(columns), True), *zip(*rows, strict=True))
 
     async def fetch(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return [tuple(record) for record in await self._conn.fetch(_numbered(sql), *params)]
@@ -153,31 +153,26 @@ def _numbered(sql: str) -> str:
     return "".join(f"{part}${n}" for n, part in enumerate(parts[:-1], 1)) + parts[-1]
 
 
-@functools.lru_cache(maxsize=64)
-def _sqlite_insert(table: str, columns: tuple[Col, ...]) -> str:
-    names = ", ".join(c.name for c in columns)
-    return f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))})"
-
-
-@functools.lru_cache(maxsize=64)
-def _sqlite_update(table: str, key: Col, columns: tuple[Col, ...]) -> str:
-    assignments = ", ".join(f"{c.name} = ?" for c in columns)
-    return f"UPDATE {table} SET {assignments} WHERE {key.name} = ?"
-
-
 def _unnest(columns: Sequence[Col]) -> str:
     """`unnest($1::text[], $2::bigint[], ...)`: one array parameter per column."""
     return f"unnest({', '.join(f'${n}::{c.type}[]' for n, c in enumerate(columns, 1))})"
 
 
 @functools.lru_cache(maxsize=64)
-def _postgres_insert(table: str, columns: tuple[Col, ...]) -> str:
+def _insert_sql(table: str, columns: tuple[Col, ...], arrays: bool) -> str:
+    """INSERT of one row of `?` values, or (`arrays`, PostgreSQL) of every row, one array a column."""
     names = ", ".join(c.name for c in columns)
-    return f"INSERT INTO {table} ({names}) SELECT * FROM {_unnest(columns)}"
+    rows = f"SELECT * FROM {_unnest(columns)}" if arrays else f"VALUES ({', '.join('?' * len(columns))})"
+    return f"INSERT INTO {table} ({names}) {rows}"
 
 
 @functools.lru_cache(maxsize=64)
-def _postgres_update(table: str, key: Col, columns: tuple[Col, ...]) -> str:
+def _update_sql(table: str, key: Col, columns: tuple[Col, ...], arrays: bool) -> str:
+    """UPDATE of the row whose `key` is the last `?`, or (`arrays`) of every row whose key is in
+    the last array, each with the values at its index in the other arrays."""
+    if not arrays:
+        assignments = ", ".join(f"{c.name} = ?" for c in columns)
+        return f"UPDATE {table} SET {assignments} WHERE {key.name} = ?"
     everything = (*columns, key)
     names = ", ".join(c.name for c in everything)
     assignments = ", ".join(f"{c.name} = v.{c.name}" for c in columns)
