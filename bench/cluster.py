@@ -1,5 +1,3 @@
-# This module is long because one benchmark is one story: its client worker, its cluster set-up, its
-# measurement and its rows share one Plan and one Outcome; splitting them would only scatter them.
 """Sessions over a cluster: the same load on one clustered node and on two, and events that cross
 from the node that runs a session to clients on the other.
 
@@ -56,12 +54,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from bench._daemon import HOST, Daemon, cpu_seconds, spawn, wait_listening
+from bench._machine_cpu import others_cpu, spent
 from bench._report import Row, percentile, render
 from bench._wire import WireClient
 from bench._workers import Workers
@@ -357,11 +355,11 @@ def measure(plan: Plan, nodes: int) -> Outcome:
     with cluster(nodes, plan) as daemons, Workers("bench.cluster", _worker_specs(daemons, plan)) as workers:
         workers.ready("a client worker failed to set up its sessions")
         cpu_before = sum(cpu_seconds(d.pid) for d in daemons)
-        others_before = _others_cpu(workers.pids)
+        others_before = others_cpu(workers.pids)
         released = time.monotonic()
         results = workers.go()
         cpu_s = sum(cpu_seconds(d.pid) for d in daemons) - cpu_before
-        others_after = _others_cpu(workers.pids)
+        others_after = others_cpu(workers.pids)
         others_wall_s = time.monotonic() - released
     seen = [r for r in results if r["events"]]
     owned: dict[str, int] = {}
@@ -374,47 +372,10 @@ def measure(plan: Plan, nodes: int) -> Outcome:
         events=sum(r["events"] for r in results),
         seconds=max((r["last"] for r in seen), default=0.0) - min((r["first"] for r in seen), default=0.0),
         cpu_s=cpu_s,
-        others_cpu_s=_spent(others_before, others_after),
+        others_cpu_s=spent(others_before, others_after),
         others_wall_s=others_wall_s,
         owned=owned,
     )
-
-
-OTHERS = {"postgres": "PostgreSQL's", "redis-server": "Redis's"}
-"""Process names of the services the nodes share the machine with, and the label of their rows."""
-CLIENTS = "client workers'"
-
-ProcessTimes = dict[int, tuple[str, float]]
-"""Per process id: its row label and its CPU seconds so far."""
-
-
-def _others_cpu(client_pids: list[int]) -> ProcessTimes:
-    """CPU seconds so far of each of PostgreSQL's and Redis's processes on this machine, and of
-    the client workers."""
-    times: ProcessTimes = {}
-    for proc in psutil.process_iter(["name"]):
-        label = OTHERS.get(proc.info["name"] or "")
-        if label is None and proc.pid in client_pids:
-            label = CLIENTS
-        if label is None:
-            continue
-        try:
-            times[proc.pid] = (label, cpu_seconds(proc.pid))
-        except (OSError, psutil.Error):
-            continue
-    return times
-
-
-def _spent(before: ProcessTimes, after: ProcessTimes) -> dict[str, float]:
-    """CPU seconds per label between two readings: a process seen in both counts its difference,
-    one started in between all it used. One that ended in between is not counted (its time
-    went with it), so PostgreSQL backends of other programs that come and go cannot make a
-    figure negative; the nodes' pooled connections stay open through a measurement."""
-    totals = {label: 0.0 for label in (*OTHERS.values(), CLIENTS)}
-    for pid, (label, seconds) in after.items():
-        earlier = before.get(pid)
-        totals[label] += seconds - (earlier[1] if earlier is not None and earlier[0] == label else 0.0)
-    return totals
 
 
 # --- rows ---------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Soak: many sessions running faux conversations with tools for a long time, watched by clients
 that come and go; what the daemon looks like over it, and whether anything was lost or run twice.
 
-The watchers are in `bench._soak_watchers`; starting the daemon is in `bench._daemon`, the
-report's table in `bench._report`.
+The drivers are in `bench._soak_drivers`, the watchers in `bench._soak_watchers`; starting the
+daemon is in `bench._daemon`, the report's table in `bench._report`.
 
     .venv/bin/python -m bench.soak                       # 30 minutes (the long one)
     .venv/bin/python -m bench.soak --window 3000         # 30 minutes, sessions compacting as they go
@@ -68,7 +68,7 @@ import sqlite3
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,15 +76,11 @@ import psutil
 
 from bench._daemon import Daemon, gateway_daemon
 from bench._report import Row, percentile, render
+from bench._soak_drivers import Totals, call, drive, verify_transcripts
 from bench._soak_watchers import Watcher, catch_up, watch
-from gateway.client import CallError, GatewayClient
+from gateway.client import GatewayClient
 from gateway.loop_lag import histogram_percentile
 
-MESSAGES = (
-    '!tool bash {"command": "echo hi"}',
-    "!long 50",
-    "plain text for the echo model",
-)
 ENV = {"GATEWAY_FAUX_PACE_MS": "10"}
 CACHE_CONFIG = "[runs]\ncontext_cache_bytes = {budget}\n"
 WINDOW_CONFIG = """
@@ -129,72 +125,15 @@ class Sample:
     """Bytes the live sessions' cached contexts were charged (`status`)."""
 
 
-@dataclass
-class Totals:
-    runs: int = 0
-    retries: int = 0
-    failed: list[str] = field(default_factory=list)
-    duplicate_answers: list[str] = field(default_factory=list)
-    sent: dict[str, list[str]] = field(default_factory=dict)
-    """Session key -> the idempotency keys sent to it."""
-
-
-# --- drivers ---------------------------------------------------------------------------------------
-
-
-async def _call(client: GatewayClient, method: str, params: dict[str, Any], *, timeout: float = 60) -> Any:
-    """A call that waits out `UNAVAILABLE` (rate limits) as a client should."""
-    while True:
-        try:
-            return await client.call(method, params, timeout=timeout)
-        except CallError as exc:
-            if exc.code != "UNAVAILABLE":
-                raise
-            await asyncio.sleep((exc.retry_after_ms or 200) / 1000)
-
-
-async def _drive(
-    client: GatewayClient,
-    key: str,
-    totals: Totals,
-    stop: asyncio.Event,
-    rand: random.Random,
-    think: tuple[float, float],
-) -> None:
-    await asyncio.sleep(rand.uniform(0, think[1]))
-    n = 0
-    while not stop.is_set():
-        n += 1
-        idem = f"{key.rsplit(':', 1)[1]}-{n}"
-        message = rand.choice(MESSAGES)
-        totals.sent.setdefault(key, []).append(idem)
-        params = {"sessionKey": key, "message": message, "idempotencyKey": idem}
-        answer = await _call(client, "chat.send", params)
-        if answer["status"] != "started":
-            totals.duplicate_answers.append(f"{idem}: first send answered {answer['status']}")
-        if rand.random() < 0.1:
-            await asyncio.sleep(rand.uniform(0, 1.0))
-            again = await _call(client, "chat.send", params)
-            totals.retries += 1
-            if again["status"] not in ("in_flight", "ok"):
-                totals.duplicate_answers.append(f"{idem}: the retry answered {again['status']}")
-        outcome = await _call(client, "agent.wait", {"runId": idem, "timeoutMs": 120_000}, timeout=130)
-        totals.runs += 1
-        if outcome["status"] != "ok":
-            totals.failed.append(f"{idem}: {outcome}")
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), rand.uniform(*think))
-
-
 # --- sampling --------------------------------------------------------------------------------------
 
 
 async def _sample(daemon: Daemon, probe: GatewayClient, started: float) -> Sample:
     proc = psutil.Process(daemon.pid)
     t0 = time.monotonic()
-    await _call(probe, "health", {}, timeout=30)
+    await call(probe, "health", {}, timeout=30)
     rtt = (time.monotonic() - t0) * 1000
-    status = await _call(probe, "status", {}, timeout=30)
+    status = await call(probe, "status", {}, timeout=30)
     return Sample(
         t=time.monotonic() - started,
         rss_mib=proc.memory_info().rss / 2**20,
@@ -254,43 +193,17 @@ def _slope_per_hour(points: list[tuple[float, float]]) -> float:
 
 async def _idle_baseline(daemon: Daemon, probe: GatewayClient, seconds: float) -> tuple[float, float]:
     """(lag p99 ms, health round trip p99 ms) with nothing to do."""
-    before = (await _call(probe, "status", {}))["eventLoopLag"]["histogram"]
+    before = (await call(probe, "status", {}))["eventLoopLag"]["histogram"]
     rtts = []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         t0 = time.monotonic()
-        await _call(probe, "health", {})
+        await call(probe, "health", {})
         rtts.append((time.monotonic() - t0) * 1000)
         await asyncio.sleep(0.1)
-    after = (await _call(probe, "status", {}))["eventLoopLag"]["histogram"]
+    after = (await call(probe, "status", {}))["eventLoopLag"]["histogram"]
     lag = histogram_percentile(before, after, 0.99)
     return (lag if lag is not None else float("nan")), percentile(rtts, 0.99)
-
-
-async def _verify_transcripts(client: GatewayClient, totals: Totals) -> list[str]:
-    """Each key's message exactly once in its session's transcript."""
-    duplicates = []
-    for key, sent in totals.sent.items():
-        counts: Counter[str] = Counter()
-        cursor: str | None = None
-        while True:
-            params: dict[str, Any] = {"sessionKey": key, "limit": 1000}
-            if cursor is not None:
-                params["cursor"] = cursor
-            page = await _call(client, "chat.history", params)
-            for message in page["messages"]:
-                if message.get("role") == "user" and message.get("idempotencyKey"):
-                    counts[message["idempotencyKey"]] += 1
-            if not page.get("hasMore"):
-                break
-            cursor = page["cursor"]
-        for idem in sent:
-            if counts[idem] != 1:
-                duplicates.append(f"{key} {idem}: in the transcript {counts[idem]} times")
-        for idem, count in counts.items():
-            if idem not in sent:
-                duplicates.append(f"{key} {idem}: in the transcript but never sent ({count})")
-    return duplicates
 
 
 async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
@@ -304,7 +217,7 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
         await client.connect()
     try:
         for n, key in enumerate(keys):
-            await _call(drivers[n % len(drivers)], "sessions.create", {"key": key})
+            await call(drivers[n % len(drivers)], "sessions.create", {"key": key})
         idle_lag, idle_rtt = await _idle_baseline(daemon, probe, args.idle_s)
         fds_idle = _descriptors(daemon.pid)
 
@@ -313,7 +226,7 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
         duration = args.minutes * 60
         tasks = [
             asyncio.create_task(
-                _drive(
+                drive(
                     drivers[n % len(drivers)],
                     key,
                     totals,
@@ -348,12 +261,12 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
         final = await _sample(daemon, probe, started)
 
         last_seqs = {
-            key: int((await _call(probe, "sessions.describe", {"key": key}))["lastSeq"]) for key in keys
+            key: int((await call(probe, "sessions.describe", {"key": key}))["lastSeq"]) for key in keys
         }
         await asyncio.gather(*(catch_up(daemon, w, last_seqs, timeout=60) for w in watchers))
         lost = [p for w in watchers for p in w.problems]
         duplicates = list(totals.duplicate_answers)
-        duplicates += await _verify_transcripts(probe, totals)
+        duplicates += await verify_transcripts(probe, totals)
         seen_runs: Counter[str] = Counter()
         for w in watchers:
             for run, count in w.finished_runs.items():
@@ -361,7 +274,7 @@ async def soak(args: argparse.Namespace, daemon: Daemon) -> dict[str, Any]:
         duplicates += [f"run {run} finished {n} times" for run, n in seen_runs.items() if n > 1]
         # Back to the idle connections (drivers and probe): what is left open is left over.
         deadline = time.monotonic() + 15
-        while (await _call(probe, "status", {}))["connections"] > len(
+        while (await call(probe, "status", {}))["connections"] > len(
             drivers
         ) + 1 and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
