@@ -1,4 +1,3 @@
-# This module is long because the send buffer and the holds are one bound (see the docstring).
 """`Outlet`: one connection's side of the hub: its event `seq`, its bounded send buffer and writer
 task, and what it follows.
 

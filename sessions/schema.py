@@ -1,5 +1,5 @@
-# This module is long because it is the whole schema at the newest migration, one table beside another.
-"""The database schema as SQLAlchemy Core tables, and the values its text columns may hold.
+"""The database schema as SQLAlchemy Core tables (the values its text columns may hold are in
+`sessions.schema_values`, exported here too).
 
 This module describes the schema at the newest migration; it never creates anything. Tables are
 created and changed only by the Alembic migrations in `migrations/versions`, and a test checks
@@ -7,9 +7,6 @@ that what the migrations build equals `metadata` here. Change both together.
 
 JSON columns are text holding compact JSON (object keys camelCase, as pi writes them).
 Timestamps are integer Unix milliseconds.
-
-This module is long, and stays one module, because it is one `metadata`: the migrations test
-compares every table at once, and the comments beside each table are the schema's documentation.
 """
 
 from __future__ import annotations
@@ -31,6 +28,16 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+)
+
+from sessions.schema_values import (
+    ChannelOutboxState,
+    EntryKind,
+    ExtensionTrustState,
+    InputStatus,
+    RunStatus,
+    SessionKind,
+    SessionStatus,
 )
 
 __all__ = [
@@ -61,65 +68,6 @@ __all__ = [
     "tool_approvals",
     "webhook_deliveries",
 ]
-
-
-class SessionKind(StrEnum):
-    MAIN = "main"
-    DIRECT = "direct"
-    GROUP = "group"
-    CHANNEL = "channel"
-    BRANCH = "branch"
-    SUBAGENT = "subagent"
-    CUSTOM = "custom"
-
-
-class SessionStatus(StrEnum):
-    IDLE = "idle"
-    RUNNING = "running"
-    INTERRUPTED = "interrupted"
-    ARCHIVED = "archived"
-
-
-class EntryKind(StrEnum):
-    MESSAGE = "message"
-    COMPACTION = "compaction"
-    CUSTOM = "custom"
-    MODEL_CHANGE = "model_change"
-    LABEL = "label"
-
-
-class RunStatus(StrEnum):
-    RUNNING = "running"
-    DONE = "done"
-    ERROR = "error"
-    ABORTED = "aborted"
-    INTERRUPTED = "interrupted"
-
-
-class ChannelOutboxState(StrEnum):
-    PENDING = "pending"
-    SENT = "sent"
-    EDITED = "edited"
-    FINAL = "final"
-    FAILED = "failed"
-
-
-class InputStatus(StrEnum):
-    QUEUED = "queued"
-    STEERED = "steered"
-    FOLLOWUP = "followup"
-    RUNNING = "running"
-    DONE = "done"
-    REJECTED = "rejected"
-    INTERRUPTED = "interrupted"
-
-
-class ExtensionTrustState(StrEnum):
-    """Whether an operator lets a discovered Python extension run (`gateway.extensions.trust`)."""
-
-    PENDING = "pending"
-    ENABLED = "enabled"
-    DISABLED = "disabled"
 
 
 def _one_of(column: str, values: type[StrEnum]) -> str:

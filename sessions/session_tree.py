@@ -1,4 +1,3 @@
-# This module is long because the tree's operations share one set of invariants (see the docstring).
 """The store's session tree: sessions, the keys that name them, branches, status and totals.
 
 This module is long, and stays one module, because it is one area of the store, whose methods

@@ -1,4 +1,3 @@
-# This module is long because it is one ordered list of checks beside the answers they give.
 """The `connect` handshake, sans I/O: the challenge, validating `connect`, building `hello-ok`.
 
 This module is long, and stays one module, because it is one ordered list of checks, each beside

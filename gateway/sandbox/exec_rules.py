@@ -1,4 +1,3 @@
-# This module is long because it is one table of rules, read top to bottom (see the docstring).
 """The rules of exec mediation: one function per dangerous program, plus rules over
 interpreter one-liners, redirections and credential paths.
 
