@@ -2,7 +2,7 @@
 
 Each event is serialised once (`encode_event`); every recipient gets the same text with only its
 per-connection `seq` spliced in. Each connection has a bounded send buffer drained by one writer
-(`gateway.outlet`, which also states the overflow policy): a consumer that falls behind never
+(`gateway.send_buffer`, which also states the overflow policy): a consumer that falls behind never
 stalls a session or the other clients. Durable session events can always be recovered with
 `sessions.events.subscribe {afterSeq}`, whose replay the hub paces (`gateway.replay`).
 
