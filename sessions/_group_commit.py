@@ -39,7 +39,8 @@ from sessions.ids import new_id
 from sessions.records import JSONObject, NewEntry, NewEvent
 from sessions.schema import EntryKind, SessionStatus
 from sessions.session_events import SessionEvent
-from sessions.session_tree import SESSION_TRANSITIONS, settings_values
+from sessions.session_status import SESSION_TRANSITIONS
+from sessions.session_tree import settings_values
 
 __all__ = ["BatchItem", "Committed", "ExtraWrite", "GroupCommit", "PreparedEntry", "apply"]
 

@@ -19,15 +19,15 @@ Every function runs inside the caller's transaction.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Select, bindparam, func, literal, select, union_all
+from sqlalchemy import ColumnElement, Select, bindparam, exists, func, literal, or_, select, union_all
 
 from sessions import _store_rows as rows
 from sessions.errors import NotFound, StoreError
 from sessions.records import ContextEntry, EntryRecord, SessionRecord, TreeNode
-from sessions.schema import EntryKind, entries, sessions
+from sessions.schema import EntryKind, entries, session_keys, sessions
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -299,3 +299,55 @@ def build_tree(records: Sequence[SessionRecord], root_id: str) -> TreeNode:
             stack.append((record, True))
             stack.extend((kid, False) for kid in kids)
     return built[root_id]
+
+
+# -- keys and search ---------------------------------------------------------------------------
+
+# Bound on `IN (...)` lists, well under every backend's limit on bound parameters.
+_CHUNK = 400
+
+
+async def key_owner(conn: AsyncConnection, key: str) -> str | None:
+    """The session the key names, or None."""
+    query = select(session_keys.c.session_id).where(session_keys.c.key == key)
+    owner: str | None = (await conn.execute(query)).scalar_one_or_none()
+    return owner
+
+
+async def keys_of(conn: AsyncConnection, session_id: str) -> list[str]:
+    """The session's keys, sorted."""
+    query = select(session_keys.c.key).where(session_keys.c.session_id == session_id)
+    return sorted((await conn.execute(query)).scalars().all())
+
+
+async def keys_by_session(conn: AsyncConnection, ids: Sequence[str]) -> dict[str, list[str]]:
+    """The keys of each of these sessions that has any."""
+    found: dict[str, list[str]] = {}
+    for chunk in chunks(ids):
+        query = select(session_keys.c.key, session_keys.c.session_id).where(
+            session_keys.c.session_id.in_(chunk)
+        )
+        for key, sid in (await conn.execute(query)).all():
+            found.setdefault(sid, []).append(key)
+    return found
+
+
+def matches(term: str) -> ColumnElement[bool]:
+    """Sessions whose label, id, agent id or any key contains `term`, ignoring case."""
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    pattern = f"%{escaped}%"
+    return or_(
+        sessions.c.label.ilike(pattern, escape="\\"),
+        sessions.c.id.ilike(pattern, escape="\\"),
+        sessions.c.agent_id.ilike(pattern, escape="\\"),
+        exists().where(
+            session_keys.c.session_id == sessions.c.id,
+            session_keys.c.key.ilike(pattern, escape="\\"),
+        ),
+    )
+
+
+def chunks(items: Sequence[str]) -> Generator[Sequence[str], None, None]:
+    """`items` in slices that fit an `IN (...)` list."""
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]

@@ -18,7 +18,7 @@ from sessions import _store_rows as rows
 from sessions.db import Database
 from sessions.records import EventRecord, NewEvent
 from sessions.schema import events, sessions
-from sessions.session_tree import session_row
+from sessions.session_status import session_row
 
 __all__ = ["EventLog"]
 

@@ -25,7 +25,7 @@ from sessions.errors import InvalidTransition, NotFound, StoreError
 from sessions.ids import new_id
 from sessions.records import InputRecord, JSONObject
 from sessions.schema import InputStatus, inputs
-from sessions.session_tree import session_row
+from sessions.session_status import session_row
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection

@@ -51,7 +51,7 @@ from sessions.records import InputRecord, SessionRecord
 from sessions.run_driver import RunDriver, RunOutcome, RunSetup
 from sessions.run_model import model_for
 from sessions.schema import InputStatus, RunStatus, SessionKind, SessionStatus
-from sessions.session_tree import session_in
+from sessions.session_status import session_in
 from sessions.store import ExtraWrite, Store
 from sessions.termination import TerminationReason
 

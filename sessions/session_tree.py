@@ -1,30 +1,27 @@
 """The store's session tree: sessions, the keys that name them, branches, status and totals.
 
-This module is long, and stays one module, because it is one area of the store, whose methods
-share the rules on keys and status transitions; its read queries already live in
-`sessions._store_tree`.
-
 `Store.tree` is a `SessionTree`; the rules of every store method (one transaction per call, the
 errors raised) are in `sessions.store`. Branching never copies entries: a branch points into its
 parent's transcript (`sessions._store_tree` assembles transcripts from those pointers).
 
-The functions below the class run inside a caller's transaction; the other areas of the store use
-them to check that a session exists and to move its status.
+Its read queries (transcripts, subtrees, keys, search) are in `sessions._store_tree`; a
+session's existence and status moves, which every area of the store shares, in
+`sessions.session_status`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Generator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Final
 
-from sqlalchemy import ColumnElement, and_, delete, exists, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, and_, delete, func, insert, select, update
 from sqlalchemy import exc as sa_exc
 
 from sessions import _store_rows as rows
 from sessions import _store_tree as tree_queries
 from sessions.db import Database
-from sessions.errors import Conflict, InvalidRequest, InvalidTransition, KeyConflict, NotFound
+from sessions.errors import Conflict, InvalidRequest, KeyConflict, NotFound
 from sessions.ids import new_id
 from sessions.records import JSONObject, SessionRecord, TreeNode
 from sessions.schema import (
@@ -37,24 +34,18 @@ from sessions.schema import (
     session_keys,
     sessions,
 )
+from sessions.session_status import session_in, session_row, transition
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
     from sessions._direct_write import DirectWrite
 
-__all__ = ["SESSION_TRANSITIONS", "UNSET", "SessionTree"]
+__all__ = ["UNSET", "SessionTree"]
 
-# The statuses a session may move to from each status.
-SESSION_TRANSITIONS: Final[Mapping[SessionStatus, frozenset[SessionStatus]]] = {
-    SessionStatus.IDLE: frozenset({SessionStatus.RUNNING, SessionStatus.ARCHIVED}),
-    SessionStatus.RUNNING: frozenset({SessionStatus.IDLE, SessionStatus.INTERRUPTED}),
-    SessionStatus.INTERRUPTED: frozenset({SessionStatus.RUNNING, SessionStatus.IDLE, SessionStatus.ARCHIVED}),
-    SessionStatus.ARCHIVED: frozenset({SessionStatus.IDLE}),
-}
 _SETTINGS: Final = ("label", "model", "thinking_level", "queue_mode", "origin")
-# Bound on `IN (...)` lists, well under every backend's limit on bound parameters.
-_CHUNK: Final = 400
+
+_BY_KEY_SQL: Final = "SELECT session_id FROM session_keys WHERE key = ?"
 
 
 class _Unset(Enum):
@@ -128,7 +119,7 @@ class SessionTree:
     async def keys_of(self, session_id: str) -> list[str]:
         """The keys that point at the session, sorted (empty when none)."""
         async with self._db.read() as conn:
-            return await _keys(conn, session_id)
+            return await tree_queries.keys_of(conn, session_id)
 
     async def list_sessions(
         self,
@@ -162,7 +153,7 @@ class SessionTree:
         elif not isinstance(parent_id, _Unset):
             conditions.append(sessions.c.parent_id == parent_id)
         if search:
-            conditions.append(_matches(search))
+            conditions.append(tree_queries.matches(search))
         where = and_(True, *conditions)
         page = (
             select(sessions)
@@ -174,7 +165,7 @@ class SessionTree:
         async with self._db.read() as conn:
             total = (await conn.execute(select(func.count()).select_from(sessions).where(where))).scalar_one()
             found = (await conn.execute(page)).all()
-            keys = await _keys_by_session(conn, [row._mapping["id"] for row in found])
+            keys = await tree_queries.keys_by_session(conn, [row._mapping["id"] for row in found])
         records = [rows.session_record(row._mapping, keys.get(row._mapping["id"], ())) for row in found]
         return records, int(total)
 
@@ -242,7 +233,7 @@ class SessionTree:
         at before (None when new). Raise NotFound when the session does not exist."""
         async with self._db.write() as conn:
             await session_row(conn, session_id)
-            previous = await _key_owner(conn, key)
+            previous = await tree_queries.key_owner(conn, key)
             upsert = self._db.insert(session_keys).values(key=key, session_id=session_id)
             await conn.execute(
                 upsert.on_conflict_do_update(index_elements=["key"], set_={"session_id": session_id})
@@ -259,7 +250,7 @@ class SessionTree:
         cannot be archived.
         """
         async with self._db.write() as conn:
-            old_id = await _key_owner(conn, key)
+            old_id = await tree_queries.key_owner(conn, key)
             if old_id is None:
                 raise NotFound(f"no session key {key!r}")
             m = (await session_row(conn, old_id))._mapping
@@ -287,7 +278,7 @@ class SessionTree:
             doomed = await tree_queries.subtree_deepest_first(conn, session_id)
             if len(doomed) > 1 and not cascade:
                 raise Conflict(f"session {session_id} has {len(doomed) - 1} descendant session(s)")
-            for chunk in _chunks(doomed):
+            for chunk in tree_queries.chunks(doomed):
                 for table in (inputs, runs, events, entries, session_keys):
                     await conn.execute(delete(table).where(table.c.session_id.in_(chunk)))
                 await conn.execute(delete(sessions).where(sessions.c.id.in_(chunk)))
@@ -324,7 +315,7 @@ class SessionTree:
             row = (await conn.execute(statement.returning(*sessions.c))).first()
             if row is None:
                 raise NotFound(f"no session {session_id}")
-            return rows.session_record(row._mapping, await _keys(conn, session_id))
+            return rows.session_record(row._mapping, await tree_queries.keys_of(conn, session_id))
 
     async def set_status(
         self,
@@ -346,7 +337,7 @@ class SessionTree:
         async with self._db.write() as conn:
             await transition(conn, session_id, target, allowed, now=self._clock())
             row = await session_row(conn, session_id)
-            return rows.session_record(row._mapping, await _keys(conn, session_id))
+            return rows.session_record(row._mapping, await tree_queries.keys_of(conn, session_id))
 
     async def add_usage(self, session_id: str, input: int, output: int, total: int, cost: float) -> None:
         """Add a run's token counts and cost to the session's totals. Raise NotFound for an
@@ -377,7 +368,7 @@ class SessionTree:
         """Insert a session from `settings` (agent_id, kind, label, model, thinking_level,
         queue_mode, origin as stored text) and point `key` at it."""
         if key is not None:
-            owner = await _key_owner(conn, key)
+            owner = await tree_queries.key_owner(conn, key)
             if owner is not None:
                 raise KeyConflict(key, owner)
         session_id = new_id()
@@ -410,61 +401,6 @@ class SessionTree:
         return rows.session_record(values, () if key is None else (key,))
 
 
-# -- inside a caller's transaction -----------------------------------------------------------------
-
-
-async def session_row(conn: AsyncConnection, session_id: str) -> rows.AnyRow:
-    """The session's row; raise NotFound when there is none."""
-    row = (await conn.execute(select(sessions).where(sessions.c.id == session_id))).first()
-    if row is None:
-        raise NotFound(f"no session {session_id}")
-    return row
-
-
-_SESSION_COLUMNS: Final = [column.name for column in sessions.c]
-_SESSION_SQL: Final = f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions WHERE id = ?"
-_KEYS_SQL: Final = "SELECT key FROM session_keys WHERE session_id = ?"
-_BY_KEY_SQL: Final = "SELECT session_id FROM session_keys WHERE key = ?"
-
-
-async def session_in(tx: DirectWrite, session_id: str) -> SessionRecord | None:
-    """The session as a direct transaction sees it (`Database.write_direct`, `read_direct`), or
-    None."""
-    found = await tx.fetch(_SESSION_SQL, [session_id])
-    if not found:
-        return None
-    keys = [key for (key,) in await tx.fetch(_KEYS_SQL, [session_id])]
-    return rows.session_record(dict(zip(_SESSION_COLUMNS, found[0], strict=True)), keys)
-
-
-async def transition(
-    conn: AsyncConnection,
-    session_id: str,
-    target: SessionStatus,
-    expected: set[SessionStatus] | None,
-    *,
-    now: int,
-    same_ok: bool = False,
-) -> None:
-    """Move the session to `target` as `SESSION_TRANSITIONS` (and `expected`, when given)
-    allow; `same_ok` also accepts staying in `target`. Raise InvalidTransition naming the states
-    it would have accepted, NotFound for an unknown session."""
-    allowed = {state for state, targets in SESSION_TRANSITIONS.items() if target in targets}
-    if same_ok:
-        allowed.add(target)
-    if expected is not None:
-        allowed &= expected
-    statement = (
-        update(sessions)
-        .where(sessions.c.id == session_id, sessions.c.status.in_([s.value for s in allowed]))
-        .values(status=target.value, updated_at=now)
-    )
-    if (await conn.execute(statement)).rowcount == 1:
-        return
-    current = (await session_row(conn, session_id))._mapping["status"]
-    raise InvalidTransition(f"session {session_id}", current, target.value, (s.value for s in allowed))
-
-
 def settings_values(fields: Mapping[str, Any]) -> dict[str, Any]:
     """Column values for session settings; raise InvalidRequest for anything else."""
     unknown = sorted(set(fields) - set(_SETTINGS))
@@ -476,45 +412,3 @@ def settings_values(fields: Mapping[str, Any]) -> dict[str, Any]:
     if "origin" in values:
         values["origin"] = None if values["origin"] is None else rows.dumps(values["origin"])
     return values
-
-
-async def _key_owner(conn: AsyncConnection, key: str) -> str | None:
-    query = select(session_keys.c.session_id).where(session_keys.c.key == key)
-    owner: str | None = (await conn.execute(query)).scalar_one_or_none()
-    return owner
-
-
-async def _keys(conn: AsyncConnection, session_id: str) -> list[str]:
-    query = select(session_keys.c.key).where(session_keys.c.session_id == session_id)
-    return sorted((await conn.execute(query)).scalars().all())
-
-
-async def _keys_by_session(conn: AsyncConnection, ids: Sequence[str]) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for chunk in _chunks(ids):
-        query = select(session_keys.c.key, session_keys.c.session_id).where(
-            session_keys.c.session_id.in_(chunk)
-        )
-        for key, sid in (await conn.execute(query)).all():
-            found.setdefault(sid, []).append(key)
-    return found
-
-
-def _matches(term: str) -> ColumnElement[bool]:
-    """Sessions whose label, id, agent id or any key contains `term`, ignoring case."""
-    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    pattern = f"%{escaped}%"
-    return or_(
-        sessions.c.label.ilike(pattern, escape="\\"),
-        sessions.c.id.ilike(pattern, escape="\\"),
-        sessions.c.agent_id.ilike(pattern, escape="\\"),
-        exists().where(
-            session_keys.c.session_id == sessions.c.id,
-            session_keys.c.key.ilike(pattern, escape="\\"),
-        ),
-    )
-
-
-def _chunks(items: Sequence[str]) -> Generator[Sequence[str], None, None]:
-    for start in range(0, len(items), _CHUNK):
-        yield items[start : start + _CHUNK]

@@ -55,7 +55,8 @@ from sessions.records import (
     TreeNode,
 )
 from sessions.run_log import RunLog
-from sessions.session_tree import SESSION_TRANSITIONS, UNSET, SessionTree
+from sessions.session_status import SESSION_TRANSITIONS
+from sessions.session_tree import UNSET, SessionTree
 from sessions.transcripts import Transcripts
 
 __all__ = [

@@ -17,7 +17,7 @@ from sessions import _store_tree as tree_queries
 from sessions.db import Database
 from sessions.records import ContextEntry, EntryRecord, NewEntry
 from sessions.schema import entries
-from sessions.session_tree import session_row
+from sessions.session_status import session_row
 
 __all__ = ["Transcripts"]
 
