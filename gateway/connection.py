@@ -30,7 +30,7 @@ from gateway.errors import TransportClosed
 from gateway.methods import HANDLERS
 from gateway.methods.base import Call, ConnState, MethodError
 from gateway.outlet import Outlet
-from gateway.protocol import frames, handshake
+from gateway.protocol import connect_rejection, frames, handshake
 from gateway.protocol.codes import CloseCode, ErrorCode
 from gateway.protocol.methods import (
     InvalidParams,
@@ -267,7 +267,7 @@ class _Handshake:
         outlet = self.outlet
         if not state.ready:
             # Starting or stopping: as OpenClaw does, answer the connect and close 1013.
-            refused = handshake.unavailable_rejection(
+            refused = connect_rejection.unavailable_rejection(
                 "gateway stopping; retry shortly" if state.stopping else "gateway starting; retry shortly"
             )
             outlet.send_response(refused.response(request_id))
@@ -277,7 +277,7 @@ class _Handshake:
             named = await self._named_token(params)
         except SessionsError as exc:  # the database is busy or unreachable: retry, not a failure
             log.warning("could not look a token up", address=self.remote, error=str(exc))
-            refused = handshake.unavailable_rejection(
+            refused = connect_rejection.unavailable_rejection(
                 "gateway busy; retry shortly", retry_after_ms=1000, reason="busy"
             )
             outlet.send_response(refused.response(request_id))
@@ -289,7 +289,7 @@ class _Handshake:
                 self.token = named
             else:  # revoked since it was looked up
                 outcome = handshake.validate_connect(params or {}, nonce=nonce, auth=state.auth)
-        if isinstance(outcome, handshake.ConnectRejected):
+        if isinstance(outcome, connect_rejection.ConnectRejected):
             if outcome.auth_failure:
                 await self._slow_down(outcome)
             outlet.send_response(outcome.response(request_id))
@@ -318,7 +318,7 @@ class _Handshake:
             return None
         return await self.state.tokens.store.find(presented)
 
-    async def _slow_down(self, outcome: handshake.ConnectRejected) -> None:
+    async def _slow_down(self, outcome: connect_rejection.ConnectRejected) -> None:
         """Log a failed authentication and hold its answer back for the address's delay."""
         delay = self.state.auth_failures.failed(self.remote)
         details = outcome.error.details if isinstance(outcome.error.details, dict) else {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from gateway.protocol.codes import PROTOCOL_VERSION, CloseCode, DetailCode, ErrorCode, ErrorShape
 from gateway.protocol.compat import CompatPayloads, RunStream, render_compat
+from gateway.protocol.connect_rejection import ConnectRejected
 from gateway.protocol.events import CompatFrames, EventRenderer
 from gateway.protocol.frames import (
     EventTemplate,
@@ -23,7 +24,6 @@ from gateway.protocol.frames import (
 )
 from gateway.protocol.handshake import (
     ConnectAccepted,
-    ConnectRejected,
     build_hello_ok,
     make_challenge,
     validate_connect,

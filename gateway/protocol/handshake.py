@@ -1,8 +1,6 @@
 """The `connect` handshake, sans I/O: the challenge, validating `connect`, building `hello-ok`.
 
-This module is long, and stays one module, because it is one ordered list of checks, each beside
-the OpenClaw-shaped answer it gives, and `hello-ok` is built from what those checks established;
-parameter models and their error wording are in `connect_params` and `validation_errors`.
+Parameter models and their error wording are in `connect_params` and `validation_errors`.
 
 Order of checks in `validate_connect`, each failure answered the way OpenClaw answers it
 (`reference/openclaw-gateway.md` sections 3.2-3.5):
@@ -14,9 +12,7 @@ Order of checks in `validate_connect`, each failure answered the way OpenClaw an
 4. the secret: the root token or password (constant-time), or a named token the caller looked
    up (`presented_token`, then `validate_connect(named=...)`) -> AUTH_TOKEN_MISSING /
    AUTH_TOKEN_MISMATCH / AUTH_PASSWORD_*, close 1008;
-5. a `device`, when present: id = sha256(public key), signed within 2 minutes, over the nonce of
-   this connection's challenge, with a valid Ed25519 signature of the v3 (or legacy v2) payload
-   -> DEVICE_AUTH_*, close 1008.
+5. a `device`, when present: checked by `device_auth` -> DEVICE_AUTH_*, close 1008.
 
 Granted scopes are the requested ones the operator role allows, in request order; unknown scopes
 are dropped and no scopes requested means none granted (OpenClaw then refuses every scoped
@@ -26,9 +22,6 @@ granted: a read-only token asking for `operator.admin` gets `operator.read` at m
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -42,17 +35,13 @@ from gateway.protocol.codes import (
     PROTOCOL_VERSION,
     CloseCode,
     DetailCode,
-    ErrorCode,
-    ErrorShape,
-    truncate_close_reason,
 )
-from gateway.protocol.connect_params import ConnectParams, DeviceIdentity
-from gateway.protocol.frames import RawJSON, event_frame, response_from_error
+from gateway.protocol.connect_params import ConnectParams
+from gateway.protocol.connect_rejection import ConnectRejected, reject
+from gateway.protocol.device_auth import check_device
+from gateway.protocol.frames import RawJSON, event_frame
 from gateway.protocol.methods import OPERATOR_SCOPES
 from gateway.protocol.validation_errors import describe_validation_error
-
-DEVICE_SIGNATURE_SKEW_MS = 2 * 60 * 1000
-"""How far a device signature's `signedAt` may be from the server clock."""
 
 MINIMUM_PROBE_PROTOCOL = 3
 
@@ -108,53 +97,6 @@ class ConnectAccepted:
     params: ConnectParams | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
-class ConnectRejected:
-    """A refused `connect`: send `response(request_id)`, then close with `close_code`."""
-
-    error: ErrorShape
-    close_code: CloseCode
-    close_reason: str
-    auth_failure: bool = False
-    """True when a wrong or missing secret or device proof caused it (count it in the limiter)."""
-
-    def response(self, request_id: str) -> str:
-        return response_from_error(request_id, self.error)
-
-
-def _reject(
-    message: str,
-    *,
-    details: Any = None,
-    close_code: CloseCode = CloseCode.POLICY_VIOLATION,
-    auth_failure: bool = False,
-    code: ErrorCode = ErrorCode.INVALID_REQUEST,
-    retryable: bool | None = None,
-    retry_after_ms: int | None = None,
-) -> ConnectRejected:
-    return ConnectRejected(
-        error=ErrorShape(code, message, details, retryable, retry_after_ms),
-        close_code=close_code,
-        close_reason=truncate_close_reason(message),
-        auth_failure=auth_failure,
-    )
-
-
-def unavailable_rejection(
-    message: str = "gateway starting; retry shortly", retry_after_ms: int = 500, *, reason: str = "starting"
-) -> ConnectRejected:
-    """The refusal while the gateway is not ready (or cannot check the credential now):
-    UNAVAILABLE, retryable, close 1013."""
-    return _reject(
-        message,
-        code=ErrorCode.UNAVAILABLE,
-        details={"reason": reason},
-        close_code=CloseCode.TRY_AGAIN_LATER,
-        retryable=True,
-        retry_after_ms=retry_after_ms,
-    )
-
-
 def presented_token(params: Any) -> str | None:
     """The token a `connect` request's params carry (`auth.token`), whatever else is wrong with
     them; None when there is none. The caller looks it up among the named tokens."""
@@ -180,14 +122,14 @@ def validate_connect(
     if params is None:
         params = {}
     if not isinstance(params, dict):
-        return _reject("invalid connect params: must be object")
+        return reject("invalid connect params: must be object")
     try:
         connect = ConnectParams.model_validate(params)
     except ValidationError as exc:
-        return _reject(f"invalid connect params: {describe_validation_error(exc)}")
+        return reject(f"invalid connect params: {describe_validation_error(exc)}")
 
     if not connect.min_protocol <= PROTOCOL_VERSION <= connect.max_protocol:
-        return _reject(
+        return reject(
             "protocol mismatch",
             details={
                 "code": DetailCode.PROTOCOL_MISMATCH.value,
@@ -201,7 +143,7 @@ def validate_connect(
 
     role = connect.role or "operator"
     if role != "operator":
-        return _reject(f"unauthorized role: {role}")
+        return reject(f"unauthorized role: {role}")
 
     grant = named if named is not None and not _root_secret_presented(connect, auth) else None
     if grant is None:
@@ -211,7 +153,7 @@ def validate_connect(
 
     device_id: str | None = None
     if connect.device is not None:
-        checked = _check_device(connect, connect.device, nonce, _now_ms() if now_ms is None else now_ms)
+        checked = check_device(connect, connect.device, nonce, _now_ms() if now_ms is None else now_ms)
         if isinstance(checked, ConnectRejected):
             return checked
         device_id = checked
@@ -269,12 +211,12 @@ def _check_secret(connect: ConnectParams, auth: AuthConfig) -> ConnectRejected |
     expected = [s for s in (auth.token, auth.password) if s is not None]
     if not presented:
         if auth.token is not None:
-            return _reject(
+            return reject(
                 TOKEN_MISSING_MESSAGE,
                 details=_auth_details(DetailCode.AUTH_TOKEN_MISSING, "token_missing"),
                 auth_failure=True,
             )
-        return _reject(
+        return reject(
             PASSWORD_MISSING_MESSAGE,
             details=_auth_details(DetailCode.AUTH_PASSWORD_MISSING, "password_missing"),
             auth_failure=True,
@@ -287,125 +229,15 @@ def _check_secret(connect: ConnectParams, auth: AuthConfig) -> ConnectRejected |
         return None
     sent_token = connect.auth is not None and bool(connect.auth.token)
     if auth.token is not None and (sent_token or auth.password is None):
-        return _reject(
+        return reject(
             TOKEN_MISMATCH_MESSAGE,
             details=_auth_details(DetailCode.AUTH_TOKEN_MISMATCH, "token_mismatch"),
             auth_failure=True,
         )
-    return _reject(
+    return reject(
         PASSWORD_MISMATCH_MESSAGE,
         details=_auth_details(DetailCode.AUTH_PASSWORD_MISMATCH, "password_mismatch"),
         auth_failure=True,
-    )
-
-
-# --- device identity --------------------------------------------------------------------------
-
-
-def _device_reject(message: str, code: DetailCode, reason: str) -> ConnectRejected:
-    return _reject(message, details={"code": code.value, "reason": reason}, auth_failure=True)
-
-
-def b64url_decode(text: str) -> bytes:
-    """Decode base64url with or without padding. Raises ValueError."""
-    stripped = text.strip()
-    try:
-        return base64.urlsafe_b64decode(stripped + "=" * (-len(stripped) % 4))
-    except (binascii.Error, ValueError) as exc:
-        raise ValueError("not base64url") from exc
-
-
-def device_id_for(public_key: bytes) -> str:
-    """A device's id: the hex sha256 of its raw 32-byte Ed25519 public key."""
-    return hashlib.sha256(public_key).hexdigest()
-
-
-def _normalize_metadata(value: str | None) -> str:
-    return (value or "").strip().translate(_ASCII_LOWER)
-
-
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-
-
-def device_signature_payloads(
-    *,
-    device_id: str,
-    client_id: str,
-    client_mode: str,
-    role: str,
-    scopes: Sequence[str],
-    signed_at: int,
-    token: str,
-    nonce: str,
-    platform: str | None,
-    device_family: str | None,
-) -> tuple[str, str]:
-    """The v3 and v2 strings a device signs (v3 adds lowercased platform and device family)."""
-    common = [device_id, client_id, client_mode, role, ",".join(scopes), str(signed_at), token, nonce]
-    v3 = "|".join(["v3", *common, _normalize_metadata(platform), _normalize_metadata(device_family)])
-    v2 = "|".join(["v2", *common])
-    return v3, v2
-
-
-def _check_device(
-    connect: ConnectParams, device: DeviceIdentity, nonce: str, now_ms: int
-) -> str | ConnectRejected:
-    # Imported by the first device that connects: clients without a device identity never need it.
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    try:
-        public_bytes = b64url_decode(device.public_key)
-        if len(public_bytes) != 32:
-            raise ValueError("wrong length")
-        public_key = Ed25519PublicKey.from_public_bytes(public_bytes)
-    except ValueError:
-        return _device_reject(
-            "device public key invalid", DetailCode.DEVICE_AUTH_PUBLIC_KEY_INVALID, "device-public-key"
-        )
-    derived = device_id_for(public_bytes)
-    if not secrets_equal(device.id.lower(), derived):
-        return _device_reject(
-            "device identity mismatch", DetailCode.DEVICE_AUTH_DEVICE_ID_MISMATCH, "device-id-mismatch"
-        )
-    if abs(now_ms - device.signed_at) > DEVICE_SIGNATURE_SKEW_MS:
-        return _device_reject(
-            "device signature expired", DetailCode.DEVICE_AUTH_SIGNATURE_EXPIRED, "device-signature-stale"
-        )
-    if not device.nonce:
-        return _device_reject(
-            "device nonce required", DetailCode.DEVICE_AUTH_NONCE_REQUIRED, "device-nonce-missing"
-        )
-    if not secrets_equal(device.nonce, nonce):
-        return _device_reject(
-            "device nonce mismatch", DetailCode.DEVICE_AUTH_NONCE_MISMATCH, "device-nonce-mismatch"
-        )
-    try:
-        signature = b64url_decode(device.signature)
-    except ValueError:
-        signature = b""
-    auth = connect.auth
-    token = (auth.token or auth.device_token or "") if auth is not None else ""
-    payloads = device_signature_payloads(
-        device_id=device.id,
-        client_id=connect.client.id,
-        client_mode=connect.client.mode,
-        role=connect.role or "operator",
-        scopes=connect.scopes or (),
-        signed_at=device.signed_at,
-        token=token,
-        nonce=device.nonce,
-        platform=connect.client.platform,
-        device_family=connect.client.device_family,
-    )
-    for payload in payloads:
-        try:
-            public_key.verify(signature, payload.encode("utf-8"))
-        except (InvalidSignature, ValueError):
-            continue
-        return derived
-    return _device_reject(
-        "device signature invalid", DetailCode.DEVICE_AUTH_SIGNATURE_INVALID, "device-signature"
     )
 
 

@@ -25,7 +25,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from gateway.sandbox.danger_targets import DOWNLOADERS, NETWORK_TOOLS, SHELLS, SOURCING, is_interpreter
-from gateway.sandbox.exec_rules import (
+from gateway.sandbox.exec_finding_kinds import (
     DYNAMIC_COMMAND,
     FORK_BOMB,
     FUNCTION,
@@ -38,10 +38,8 @@ from gateway.sandbox.exec_rules import (
     SPAWNING_LOOP,
     SUBSTITUTION,
     UNPARSED,
-    credential_rules,
-    redirect_rules,
-    rule_for,
 )
+from gateway.sandbox.exec_rules import credential_rules, redirect_rules, rule_for
 from gateway.sandbox.risk import RiskTier
 from gateway.sandbox.shell_script import Command, Script
 from gateway.sandbox.shell_syntax import read_script
@@ -245,7 +243,7 @@ class _Analyzer:
             self.add(RiskTier.HIGH, INLINE_CODE, f"{name} runs a program piped into it")
 
     def _interpreter_code(self, name: str, code: str) -> None:
-        from gateway.sandbox.exec_rules import code_rules
+        from gateway.sandbox.exec_rules_code import code_rules
 
         code_rules(self, name, code)
 

@@ -14,14 +14,13 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from gateway.auth import AuthConfig
 from gateway.protocol.codes import CloseCode
+from gateway.protocol.connect_rejection import ConnectRejected, unavailable_rejection
+from gateway.protocol.device_auth import DEVICE_SIGNATURE_SKEW_MS
 from gateway.protocol.handshake import (
-    DEVICE_SIGNATURE_SKEW_MS,
     ConnectAccepted,
-    ConnectRejected,
     build_hello_ok,
     make_challenge,
     presented_token,
-    unavailable_rejection,
     validate_connect,
 )
 from gateway.protocol.methods import EVENTS, METHOD_NAMES

@@ -1,0 +1,30 @@
+"""The kinds of finding the rules of exec mediation report (the `kind` of `FindingSink.add`), one
+name per danger; shared by `exec_rules`, its rule modules and `exec_mediation`."""
+
+from __future__ import annotations
+
+RECURSIVE_DELETE = "recursive_delete"
+RAW_DEVICE_WRITE = "raw_device_write"
+DISK_WIPE = "disk_wipe"
+FORK_BOMB = "fork_bomb"
+PIPE_TO_SHELL = "pipe_to_shell"
+SHUTDOWN = "shutdown"
+WORLD_WRITABLE = "world_writable_chmod"
+SYSTEM_PERMISSIONS = "system_permission_change"
+KILL_INIT = "kill_init"
+CREDENTIALS = "credential_access"
+REVERSE_SHELL = "reverse_shell"
+RAW_SOCKET = "raw_socket"
+PRIVILEGE = "privilege_escalation"
+OBFUSCATED = "obfuscated_command"
+PROCESS_KILL = "process_kill"
+# What a static reader cannot see through (at least HIGH):
+INLINE_CODE = "inline_code"
+"""A shell or interpreter runs code given as text (``-c``, ``eval``, stdin, here-strings)."""
+INDIRECT_EXEC = "indirect_exec"
+"""A command drives another one with arguments known at run time (``xargs``, ``find -exec``)."""
+SUBSTITUTION = "command_substitution"
+DYNAMIC_COMMAND = "dynamic_command_name"
+FUNCTION = "shell_function"
+SPAWNING_LOOP = "spawning_loop"
+UNPARSED = "unparsed_command"
