@@ -72,6 +72,8 @@ _CREDENTIALS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^/proc/[^/]+/(?:task/[^/]+/)?(?:environ|mem)$", "another process's environment or memory"),
     )
 )
+_ANY_CREDENTIAL = re.compile("|".join(f"(?:{pattern.pattern})" for pattern, _ in _CREDENTIALS))
+"""Matches where any of `_CREDENTIALS` does: one search rules most words out."""
 _CREDENTIAL_EXAMPLES = (
     ("~/.ssh/id_rsa", "an SSH private key"),
     ("~/.ssh/id_ed25519", "an SSH private key"),
@@ -181,15 +183,17 @@ def is_device(word: str) -> bool:
     )
 
 
+@lru_cache(maxsize=4096)
 def credential_label(word: str) -> str | None:
     """What credential file `word` names, if any (``--key=~/.ssh/id_rsa`` and globs included)."""
     home = _HOME_PREFIX.match(word)
     text = "~" + word[home.end() :] if home else word
     candidates = [_normal(text), *(_normal(part) for part in re.split(r"[=:,@]", text)[1:])]
     for candidate in candidates:
-        for pattern, label in _CREDENTIALS:
-            if pattern.search(candidate):
-                return label
+        if _ANY_CREDENTIAL.search(candidate):
+            for pattern, label in _CREDENTIALS:
+                if pattern.search(candidate):
+                    return label
         if has_glob(candidate):
             for example, label in _CREDENTIAL_EXAMPLES:
                 if glob_matches(candidate, example) or glob_matches(candidate, example.removeprefix("~/")):

@@ -22,6 +22,7 @@ import binascii
 import posixpath
 import re
 import shlex
+from collections import deque
 from dataclasses import dataclass, field
 
 from gateway.sandbox.danger_targets import DOWNLOADERS, NETWORK_TOOLS, SHELLS, SOURCING, is_interpreter
@@ -265,53 +266,63 @@ class _Analyzer:
         self.analyze_words(inner)
 
     def _strip_wrappers(self, words: list[str]) -> list[str] | None:
-        """The command a wrapper chain finally runs, or ``None`` when it runs nothing."""
-        while words:
-            if words[0] in _RESERVED:
-                words = words[1:]  # a reserved word the grammar read as a name (``! { rm x; }``)
+        """The command a wrapper chain finally runs, or ``None`` when it runs nothing. The words
+        are consumed from the front of one queue, so a chain of any length costs time in
+        proportion to its words."""
+        queue = deque(words)
+        while queue:
+            if queue[0] in _RESERVED:
+                queue.popleft()  # a reserved word the grammar read as a name (``! { rm x; }``)
                 continue
-            name = _basename(words[0])
+            name = _basename(queue[0])
             if name not in _WRAPPER_ARGS:
-                return words
+                return list(queue)
             if name in _PRIVILEGED:
                 self.add(RiskTier.LOW, PRIVILEGE, f"runs a command through {name}")
             if name == "su":
-                return words
-            if name == "command" and any(arg in ("-v", "-V") for arg in words[1:2]):
+                return list(queue)
+            if name == "command" and len(queue) > 1 and queue[1] in ("-v", "-V"):
                 return None
-            rest = self._skip_wrapper_options(name, words[1:])
-            if rest is None:
+            queue.popleft()
+            if not self._skip_wrapper_options(name, queue):
                 return None
-            words = rest
         return None
 
-    def _skip_wrapper_options(self, name: str, args: list[str]) -> list[str] | None:
+    def _skip_wrapper_options(self, name: str, queue: deque[str]) -> bool:
+        """Take the wrapper's options and positional arguments off the front of `queue` (``env
+        -S`` puts the words of its string in their place); False when nothing is left to run."""
         takes_value = _WRAPPER_ARGS[name]
-        index = 0
-        while index < len(args):
-            arg = args[index]
+        while queue:
+            arg = queue[0]
             if arg == "--":
-                index += 1
+                queue.popleft()
                 break
             if name == "env" and _ASSIGNMENT.match(arg):
-                index += 1
+                queue.popleft()
                 continue
             if name == "env" and (
                 arg in ("-S", "--split-string") or arg.startswith(("-S", "--split-string="))
             ):
+                queue.popleft()
                 inline = arg[2:] if arg.startswith("-S") else arg.partition("=")[2]
-                value = inline or (args[index + 1] if index + 1 < len(args) else "")
-                rest = args[index + (1 if inline else 2) :]
-                try:
-                    split = shlex.split(value, comments=False)
-                except ValueError:
-                    split = value.split()
-                return [*split, *rest] if value else rest
+                value = inline or (queue.popleft() if queue else "")
+                if value:
+                    try:
+                        split = shlex.split(value, comments=False)
+                    except ValueError:
+                        split = value.split()
+                    queue.extendleft(reversed(split))
+                return bool(queue)
             if not (arg.startswith("-") and len(arg) > 1):
                 break
-            index += 2 if arg in takes_value else 1
-        index += _WRAPPER_POSITIONALS.get(name, 0)
-        return args[index:] if index < len(args) else None
+            queue.popleft()
+            if arg in takes_value and queue:
+                queue.popleft()
+        for _ in range(_WRAPPER_POSITIONALS.get(name, 0)):
+            if not queue:
+                return False
+            queue.popleft()
+        return bool(queue)
 
     def _pipeline(self, command: Command, name: str, args: list[str]) -> None:
         upstream_names = {_basename(cmd.words[0].text) for cmd in command.upstream if cmd.words}

@@ -245,3 +245,20 @@ def test_oversized_commands_are_refused_unread() -> None:
     assert "write tool" in result.reason
     padded = classify("x" * (MAX_COMMAND_CHARS - 20) + "; rm -rf /")
     assert padded.risk == RiskTier.CRITICAL
+
+
+def _cpu_seconds(command: str) -> float:
+    started = time.process_time()
+    classify(command)
+    return time.process_time() - started
+
+
+@pytest.mark.parametrize("link", ["env -S ", "nice ", "sudo -u x "])
+def test_a_chain_of_wrappers_costs_time_in_proportion_to_its_length(link: str) -> None:
+    """Four times the chain, at most about four times the CPU (a reader that copied the rest of
+    the command at each wrapper took sixteen: 5 s for one 100 KB command on a slow machine)."""
+    long = link * ((MAX_COMMAND_CHARS - 100) // len(link))
+    short = long[: len(long) // 4]
+    assert classify(long + "rm -rf /").risk == RiskTier.CRITICAL
+    ratio = min(_cpu_seconds(long) for _ in range(2)) / max(min(_cpu_seconds(short) for _ in range(3)), 1e-3)
+    assert ratio < 8, f"{link!r}: x{ratio:.1f} for four times the length"
