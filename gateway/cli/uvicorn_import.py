@@ -7,7 +7,9 @@ about 2 MiB kept for the daemon's lifetime.
 
 `import_uvicorn()` registers the package without running its `__init__`, then imports
 `uvicorn.config` and `uvicorn.server` as usual and sets `Config`, `Server` and `__version__` on it
-(the version of the installed distribution, which uvicorn's build takes from that `__init__`).
+(the version of the installed distribution, which uvicorn's build takes from that `__init__`; it
+is read off the name of the distribution's `.dist-info` folder beside the package, since
+`importlib.metadata` and the e-mail parser it brings cost more than the rest of this import).
 Any other name of the package (`uvicorn.run`, `uvicorn.main`) runs the package's own `__init__`
 on first use, so the package behaves as usual for code that asks for more. Submodule imports
 (`uvicorn.protocols...`) are unaffected. Without distribution metadata the package is imported
@@ -17,9 +19,11 @@ it is.
 
 from __future__ import annotations
 
-import importlib.metadata
+import importlib
 import importlib.util
+import os
 import sys
+from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
@@ -32,13 +36,12 @@ def import_uvicorn() -> ModuleType:
     loaded = sys.modules.get(_PACKAGE)
     if loaded is not None:
         return loaded
-    try:
-        version = importlib.metadata.version(_PACKAGE)
-    except importlib.metadata.PackageNotFoundError:
-        return importlib.import_module(_PACKAGE)
     spec = importlib.util.find_spec(_PACKAGE)
     if spec is None or spec.loader is None:
         return importlib.import_module(_PACKAGE)  # not importable: its usual error
+    version = _installed_version(spec.submodule_search_locations)
+    if version is None:
+        return importlib.import_module(_PACKAGE)
     package = importlib.util.module_from_spec(spec)
     loader = spec.loader
 
@@ -62,3 +65,22 @@ def import_uvicorn() -> ModuleType:
         raise
     vars(package).update(Config=Config, Server=Server, __version__=version, __getattr__=run_init_on_first_use)
     return package
+
+
+def _installed_version(locations: Iterable[str] | None) -> str | None:
+    """The version in the name of the one `uvicorn-<version>.dist-info` folder beside the
+    package, or None (no such folder, or several)."""
+    for location in locations or ():
+        site = os.path.dirname(os.path.abspath(location))
+        try:
+            names = os.listdir(site)
+        except OSError:
+            continue
+        prefix, suffix = f"{_PACKAGE}-", ".dist-info"
+        found = [
+            name[len(prefix) : -len(suffix)]
+            for name in names
+            if name.startswith(prefix) and name.endswith(suffix)
+        ]
+        return found[0] if len(found) == 1 else None
+    return None
