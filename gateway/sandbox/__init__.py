@@ -5,7 +5,16 @@ passes exec mediation (a classifier over the bash syntax tree with risk tiers, a
 and an audit trail), and `bash` runs under the strongest runner that confines it on this machine
 (bubblewrap, else a one-off unprivileged user), with resource limits, or is refused; running
 unconfined takes the explicit mode ``unsafe-host``. docs/security.md states the guarantees.
+
+The runners, the machine that picks one and the settings are what the daemon uses from start-up
+on (it probes the runners then). Exec mediation (the bash grammar) and the layer are imported
+with the first name of theirs asked for here, which is when the first run's tools are built.
 """
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from gateway.sandbox.errors import (
     CommandRefusedError,
@@ -13,8 +22,6 @@ from gateway.sandbox.errors import (
     SandboxError,
     SandboxUnavailableError,
 )
-from gateway.sandbox.exec_mediation import Classification, classify
-from gateway.sandbox.layer import AuditCallback, sandbox_layer
 from gateway.sandbox.limits import ResourceLimits
 from gateway.sandbox.machine import Choice, SandboxMachine
 from gateway.sandbox.paths import resolve_in_workspace
@@ -28,6 +35,28 @@ from gateway.sandbox.runners import (
     scrub_env,
 )
 from gateway.sandbox.settings import SANDBOX_MODES, RiskTierName, SandboxMode, SandboxSettings
+
+if TYPE_CHECKING:
+    from gateway.sandbox.exec_mediation import Classification, classify
+    from gateway.sandbox.layer import AuditCallback, sandbox_layer
+
+_ON_FIRST_USE = {
+    "Classification": "gateway.sandbox.exec_mediation",
+    "classify": "gateway.sandbox.exec_mediation",
+    "AuditCallback": "gateway.sandbox.layer",
+    "sandbox_layer": "gateway.sandbox.layer",
+}
+"""Names this package exports from the modules it does not import up front."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "SANDBOX_MODES",

@@ -1,6 +1,7 @@
 """What `gatewayd`'s start-up path imports: uvicorn's server without its command line, the method
 table and its params models only with the first method call, the approval policy only with the
-first run of an agent whose policy asks. Each probe runs in a fresh interpreter (this one has
+first run of an agent whose policy asks, exec mediation and its bash grammar only with the first
+run's tools. Each probe runs in a fresh interpreter (this one has
 imported everything already)."""
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ LATER = (
     "gateway.protocol.approval_params",
     "gateway.approvals.layer",  # the approval policy: with the first run of an agent that asks
     "gateway.approvals.policy",
+    "gateway.sandbox.exec_mediation",  # exec mediation and its bash grammar: with the first run
+    "gateway.sandbox.layer",
+    "tree_sitter",
 )
 
 
@@ -54,7 +58,7 @@ def test_the_start_up_path_leaves_the_cli_the_method_table_and_the_policy_for_la
         """
         import json, sys
         from gateway.cli import gatewayd
-        import gateway.app, gateway.connection, gateway.state
+        import gateway.app, gateway.connection, gateway.state, gateway.tools.factory
         from gateway.protocol.handshake import validate_connect
         print(json.dumps(sorted(sys.modules)))
         """
