@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -47,29 +46,25 @@ from agent_core.messages import AssistantMessage, TextContent, ToolCall, ToolRes
 from agent_core.validation import validate_tool_arguments
 
 
-@dataclass(frozen=True, slots=True)
-class ToolBatch:
+class ToolBatch(msgspec.Struct, frozen=True):
     """What a batch produced: result messages in source order, and whether to stop the run."""
 
     messages: list[ToolResultMessage]
     terminate: bool
 
 
-@dataclass(slots=True)
-class _Prepared:
+class _Prepared(msgspec.Struct):
     tool_call: ToolCall
     tool: AgentTool
     args: object
 
 
-@dataclass(slots=True)
-class _Outcome:
+class _Outcome(msgspec.Struct):
     result: AgentToolResult
     is_error: bool
 
 
-@dataclass(slots=True)
-class _Call:
+class _Call(msgspec.Struct):
     """Everything one call needs besides its own tool call."""
 
     context: AgentContext

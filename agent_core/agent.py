@@ -18,8 +18,9 @@ import asyncio
 import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeAlias, cast
+
+import msgspec
 
 from agent_core.abort import AbortController, AbortSignal
 from agent_core.agent_state import (
@@ -64,8 +65,7 @@ BUSY_PROMPT = (
 BUSY_CONTINUE = "Agent is already processing. Wait for completion before continuing."
 
 
-@dataclass(eq=False, slots=True)
-class _ActiveRun:
+class _ActiveRun(msgspec.Struct, eq=False):
     controller: AbortController
     finished: asyncio.Future[None]
 
@@ -310,7 +310,7 @@ class Agent:
     def _run_options(self) -> AgentOptions:
         level = self._state.thinking_level
         stream = dataclasses.replace(self.options.stream, reasoning=None if level == "off" else level)
-        return dataclasses.replace(self.options, stream=stream)
+        return msgspec.structs.replace(self.options, stream=stream)
 
     async def _process_event(self, event: AgentEvent) -> None:
         self._state.apply(event)

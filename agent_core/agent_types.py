@@ -4,8 +4,9 @@ runs and the loop's configuration, and the contexts and results of the tool hook
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
+
+import msgspec
 
 from agent_core.abort import AbortSignal
 from agent_core.llm import Model, StreamOptions
@@ -23,11 +24,10 @@ ToolExecutionMode: TypeAlias = Literal["sequential", "parallel"]
 QueueMode: TypeAlias = Literal["all", "one-at-a-time"]
 
 
-@dataclass(kw_only=True)
-class AgentToolResult:
+class AgentToolResult(msgspec.Struct, kw_only=True, dict=True):
     """What a tool returns. `terminate=True` on every result of a batch ends the run after it."""
 
-    content: list[TextContent | ImageContent] = field(default_factory=list)
+    content: list[TextContent | ImageContent] = msgspec.field(default_factory=list)
     details: Any = None
     terminate: bool | None = None
 
@@ -38,8 +38,7 @@ ToolExecute: TypeAlias = Callable[
 ]
 
 
-@dataclass(kw_only=True)
-class AgentTool:
+class AgentTool(msgspec.Struct, kw_only=True, dict=True):
     """A tool the agent can run: `execute(tool_call_id, params, signal, on_update)`.
 
     `parameters` is a JSON Schema; arguments are validated (with pi's coercions) before
@@ -54,33 +53,29 @@ class AgentTool:
     execute: ToolExecute
     prepare_arguments: Callable[[Any], Any] | None = None
     execution_mode: ToolExecutionMode | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     """Free-form facts about the tool for the layers that wrap it (required scope, origin)."""
 
 
-@dataclass(kw_only=True)
-class AgentContext:
+class AgentContext(msgspec.Struct, kw_only=True, dict=True):
     system_prompt: str = ""
-    messages: list[AgentMessage] = field(default_factory=list)
+    messages: list[AgentMessage] = msgspec.field(default_factory=list)
     tools: list[AgentTool] | None = None
 
 
-@dataclass(kw_only=True)
-class BeforeToolCallContext:
+class BeforeToolCallContext(msgspec.Struct, kw_only=True, dict=True):
     assistant_message: AssistantMessage
     tool_call: ToolCall
     args: Any
     context: AgentContext
 
 
-@dataclass(kw_only=True)
-class BeforeToolCallResult:
+class BeforeToolCallResult(msgspec.Struct, kw_only=True, dict=True):
     block: bool = False
     reason: str | None = None
 
 
-@dataclass(kw_only=True)
-class AfterToolCallContext:
+class AfterToolCallContext(msgspec.Struct, kw_only=True, dict=True):
     assistant_message: AssistantMessage
     tool_call: ToolCall
     args: Any
@@ -89,8 +84,7 @@ class AfterToolCallContext:
     context: AgentContext
 
 
-@dataclass(kw_only=True)
-class AfterToolCallResult:
+class AfterToolCallResult(msgspec.Struct, kw_only=True, dict=True):
     """Field-by-field overrides of a finished tool's result (``None`` keeps the original)."""
 
     content: list[TextContent | ImageContent] | None = None
@@ -99,8 +93,7 @@ class AfterToolCallResult:
     terminate: bool | None = None
 
 
-@dataclass(kw_only=True)
-class ShouldStopAfterTurnContext:
+class ShouldStopAfterTurnContext(msgspec.Struct, kw_only=True, dict=True):
     message: AssistantMessage
     tool_results: list[ToolResultMessage]
     context: AgentContext
@@ -130,8 +123,7 @@ def default_convert_to_llm(messages: list[AgentMessage]) -> list[Message]:
     return [m for m in messages if m.role in ("user", "assistant", "toolResult")]  # type: ignore[misc]
 
 
-@dataclass(kw_only=True)
-class AgentOptions:
+class AgentOptions(msgspec.Struct, kw_only=True, dict=True):
     """How an agent's runs treat the model and the tools: the hooks and the stream settings.
 
     This is the one place these options live. An `Agent` keeps one (`agent.options`; changes apply
@@ -153,15 +145,14 @@ class AgentOptions:
     """Asked before every turn but the first of a run (an addition to pi, whose tools are fixed
     for a run): a host whose tools change while a run goes on (a tool server announcing a new
     list) gives the model the new ones from the next turn."""
-    stream: StreamOptions = field(default_factory=StreamOptions)
+    stream: StreamOptions = msgspec.field(default_factory=StreamOptions)
 
 
-@dataclass(kw_only=True)
-class AgentLoopConfig:
+class AgentLoopConfig(msgspec.Struct, kw_only=True, dict=True):
     """Configuration of one loop run: the model, the options, and where the messages queued while
     the run goes on come from (polled after each turn; None means never any)."""
 
     model: Model
-    options: AgentOptions = field(default_factory=AgentOptions)
+    options: AgentOptions = msgspec.field(default_factory=AgentOptions)
     get_steering_messages: MessageSource | None = None
     get_follow_up_messages: MessageSource | None = None

@@ -10,9 +10,10 @@ OpenAI-compatible server works.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
+
+import msgspec
 
 from agent_core import Model
 from agent_core.errors import ModelNotFoundError
@@ -66,7 +67,7 @@ class Directory:
             if known is not None and known[1].system_prompt == prompt:
                 profile = known[1]  # a rescan that found the same: keep the profile
             else:
-                profile = dataclasses.replace(base, system_prompt=prompt)
+                profile = msgspec.structs.replace(base, system_prompt=prompt)
         self._with_skills[agent_id] = (skills, profile)
         return profile
 

@@ -18,15 +18,15 @@ errors from `GatewayError`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 
 class GatewayError(Exception):
     """Root of the daemon's errors."""
 
 
-@dataclass(frozen=True, slots=True)
-class ConfigProblem:
+class ConfigProblem(msgspec.Struct, frozen=True):
     """One invalid setting: where it came from, its dotted key path, what is wrong."""
 
     source: str

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from gateway.background import Background
 from sessions import SessionRecord
@@ -27,8 +28,7 @@ LoadSessions = Callable[[int], Awaitable[tuple[Sequence[SessionRecord], int]]]
 """The `limit` most recently updated sessions and the total count (`Store.tree.list_sessions`)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Summary:
+class Summary(msgspec.Struct, frozen=True):
     recent: Sequence[SessionRecord]
     count: int
 

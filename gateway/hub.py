@@ -26,8 +26,9 @@ transport gives the close frame a bounded time and then aborts the socket.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gateway.outlet import Outlet
 from gateway.protocol.frames import EventTemplate, encode_event_template, event_template_from_json
@@ -50,8 +51,7 @@ def encode_event_json(event: str, payload_json: str, *, droppable: bool = False)
     return event_template_from_json(event, payload_json, droppable=droppable)
 
 
-@dataclass(frozen=True, slots=True)
-class Takers:
+class Takers(msgspec.Struct, frozen=True):
     """Which wire shapes of a session's events some connection takes right now."""
 
     native: bool

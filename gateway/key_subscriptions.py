@@ -17,8 +17,9 @@ At most `KEY_WAIT_LIMIT` keys per connection, both kinds together.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 if TYPE_CHECKING:
     from gateway.outlet import Hold
@@ -27,8 +28,7 @@ KEY_WAIT_LIMIT = 256
 """Most keys one connection may wait on (or look up) before any session uses them."""
 
 
-@dataclass
-class KeyWait:
+class KeyWait(msgspec.Struct, dict=True):
     """What a connection asked of a key no session has used yet."""
 
     events_after: int | None = None
@@ -36,8 +36,7 @@ class KeyWait:
     messages: bool = False
 
 
-@dataclass(eq=False)
-class KeyLookup:
+class KeyLookup(msgspec.Struct, eq=False, dict=True):
     """A subscribe call looking `key` up."""
 
     key: str

@@ -21,8 +21,9 @@ The hub keeps an index of who follows what; an outlet reports each change to it 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Iterable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import msgspec
 
 from gateway.background import Background
 from gateway.key_subscriptions import KeyLookup, KeySubscriptions
@@ -43,13 +44,12 @@ class FollowerIndex(Protocol):
     def key_wait_changed(self, outlet: Outlet, key: str) -> None: ...
 
 
-@dataclass(eq=False)
-class Hold:
+class Hold(msgspec.Struct, eq=False, dict=True):
     """Live native events of one session held back while its replay runs (oldest first; a None
     frame marks a droppable event dropped for lack of room)."""
 
     session_id: str
-    frames: list[tuple[int, EventTemplate | None]] = field(default_factory=list)
+    frames: list[tuple[int, EventTemplate | None]] = msgspec.field(default_factory=list)
     size: int = 0
 
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import structlog
 
 from gateway.protocol.frames import RawJSON, dumps
@@ -61,8 +61,7 @@ def presence_entry(
     return entry
 
 
-@dataclass(frozen=True, slots=True)
-class PresenceChanges:
+class PresenceChanges(msgspec.Struct, frozen=True):
     """One batch of changes, and the presence version it brings clients to."""
 
     upserted: list[dict[str, Any]]

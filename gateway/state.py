@@ -16,10 +16,10 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import msgspec
 import structlog
 
 from gateway import __version__
@@ -81,8 +81,7 @@ class ChannelsView(Protocol):
         ...
 
 
-@dataclass(frozen=True, kw_only=True)
-class Limits:
+class Limits(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     max_payload: int = 25 * 1024 * 1024
     pre_auth_max_payload: int = 64 * 1024
     max_buffered_bytes: int = 50 * 1024 * 1024

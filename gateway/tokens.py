@@ -25,9 +25,9 @@ import re
 import secrets
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from sqlalchemy import RowMapping, delete, insert, select
 from sqlalchemy import exc as sa_exc
 
@@ -65,8 +65,7 @@ def check_scopes(scopes: Iterable[str]) -> tuple[str, ...]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class NamedToken:
+class NamedToken(msgspec.Struct, frozen=True):
     """A stored token (never its secret)."""
 
     name: str

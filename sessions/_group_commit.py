@@ -28,8 +28,9 @@ whole batch unwritten.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+import msgspec
 
 from sessions import _store_rows as rows
 from sessions._direct_write import Col, DirectWrite, is_unique_violation
@@ -103,20 +104,18 @@ class _Counters(NamedTuple):
     updated_at: int
 
 
-@dataclass(slots=True)
-class _Share:
+class _Share(msgspec.Struct):
     """One session's part of a commit, merged from its items in order."""
 
     session_id: str
-    entries: list[PreparedEntry] = field(default_factory=list)
-    events: list[tuple[str, int, str | None, str, str, int]] = field(default_factory=list)
+    entries: list[PreparedEntry] = msgspec.field(default_factory=list)
+    events: list[tuple[str, int, str | None, str, str, int]] = msgspec.field(default_factory=list)
     """Event rows as stored: (session id, seq, run id, type, payload text, created_at)."""
-    statuses: list[SessionStatus] = field(default_factory=list)
-    settings: dict[str, Any] = field(default_factory=dict)
+    statuses: list[SessionStatus] = msgspec.field(default_factory=list)
+    settings: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class Committed:
+class Committed(msgspec.Struct, frozen=True):
     """What a commit wrote: its time (every row's `created_at`) and, per session that appended
     entries, the position of its first new entry."""
 

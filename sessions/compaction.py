@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from agent_core import (
     AbortSignal,
@@ -63,15 +64,13 @@ class CompactionError(Exception):
     """Compaction could not run (nothing to compact, or the summary call failed)."""
 
 
-@dataclass(frozen=True)
-class CutPoint:
+class CutPoint(msgspec.Struct, frozen=True, dict=True):
     first_kept_index: int
     tokens_before: int
     """Estimated tokens of the messages before the cut."""
 
 
-@dataclass(frozen=True)
-class CompactionPlan:
+class CompactionPlan(msgspec.Struct, frozen=True, dict=True):
     """What one compaction does: summarise `to_summarize` (continuing `previous_summary`) and keep
     the history from `first_kept_entry_id` on. `tokens_before` estimates the context before."""
 
@@ -81,8 +80,7 @@ class CompactionPlan:
     previous_summary: str | None
 
 
-@dataclass(frozen=True)
-class CompactionResult:
+class CompactionResult(msgspec.Struct, frozen=True, dict=True):
     summary: str
     first_kept_entry_id: str
     tokens_before: int

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from agent_core import (
     AgentMessage,
@@ -46,8 +47,7 @@ SUMMARY_PREFIX = (
 SUMMARY_SUFFIX = "\n</summary>"
 
 
-@dataclass(frozen=True)
-class View:
+class View(msgspec.Struct, frozen=True, dict=True):
     """What the model sees of a transcript: the newest compaction's payload (None without one)
     and the message entries after it, as (entry id, message)."""
 

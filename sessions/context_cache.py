@@ -38,8 +38,9 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from agent_core import AgentMessage, parse_message_json
 from sessions._json import dumps
@@ -54,15 +55,14 @@ AGING_FACTOR = 8
 MIN_AGING_USES = 1_000
 
 
-@dataclass(slots=True)
-class _Context:
+class _Context(msgspec.Struct):
     """One session's context: the compaction summary (or None), the kept messages with their
     entry ids, its charged size, and the session's own entry count it matches."""
 
     summary: AgentMessage | None
-    ids: list[str | None] = field(default_factory=list)
-    messages: list[AgentMessage] = field(default_factory=list)
-    sizes: list[int] = field(default_factory=list)
+    ids: list[str | None] = msgspec.field(default_factory=list)
+    messages: list[AgentMessage] = msgspec.field(default_factory=list)
+    sizes: list[int] = msgspec.field(default_factory=list)
     size: int = 0
     entry_count: int = 0
 

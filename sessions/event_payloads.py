@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeAlias
 
+import msgspec
+
 from sessions.records import JSONObject
 from sessions.schema import SessionStatus
 from sessions.termination import TerminationReason
@@ -46,8 +48,7 @@ __all__ = [
 DeltaKind = Literal["text", "thinking", "toolcall"]
 
 
-@dataclass(frozen=True, slots=True)
-class AgentStarted:
+class AgentStarted(msgspec.Struct, frozen=True):
     name: ClassVar[str] = "agent.started"
 
     def dump(self) -> JSONObject:
@@ -58,8 +59,7 @@ class AgentStarted:
         return cls()
 
 
-@dataclass(frozen=True, slots=True)
-class TurnStarted:
+class TurnStarted(msgspec.Struct, frozen=True):
     name: ClassVar[str] = "turn.started"
     turn_index: int
 
@@ -71,8 +71,7 @@ class TurnStarted:
         return cls(turn_index=fields["turnIndex"])
 
 
-@dataclass(frozen=True, slots=True)
-class MessageStarted:
+class MessageStarted(msgspec.Struct, frozen=True):
     name: ClassVar[str] = "message.started"
     message_id: str
     role: str
@@ -115,8 +114,7 @@ class MessageDelta:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class MessageCompleted:
+class MessageCompleted(msgspec.Struct, frozen=True):
     name: ClassVar[str] = "message.completed"
     message_id: str
     """Also the id of the message's transcript entry."""
@@ -134,8 +132,7 @@ class MessageCompleted:
         return cls(message_id=fields["messageId"], message=message)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolStarted:
+class ToolStarted(msgspec.Struct, frozen=True):
     name: ClassVar[str] = "tool.started"
     tool_call_id: str
     tool_name: str
@@ -150,8 +147,7 @@ class ToolStarted:
         return cls(tool_call_id=fields["toolCallId"], tool_name=fields["toolName"], args=fields["args"])
 
 
-@dataclass(frozen=True, slots=True)
-class ToolUpdated:
+class ToolUpdated(msgspec.Struct, frozen=True):
     name: ClassVar[str] = "tool.updated"
     tool_call_id: str
     tool_name: str
@@ -174,8 +170,7 @@ class ToolUpdated:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class ToolFinished:
+class ToolFinished(msgspec.Struct, frozen=True):
     name: ClassVar[str] = "tool.finished"
     tool_call_id: str
     tool_name: str
@@ -204,8 +199,7 @@ class ToolFinished:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class TurnFinished:
+class TurnFinished(msgspec.Struct, frozen=True):
     name: ClassVar[str] = "turn.finished"
     turn_index: int
     has_tool_calls: bool
@@ -218,8 +212,7 @@ class TurnFinished:
         return cls(turn_index=fields["turnIndex"], has_tool_calls=fields["hasToolCalls"])
 
 
-@dataclass(frozen=True, slots=True)
-class AgentFinished:
+class AgentFinished(msgspec.Struct, frozen=True):
     name: ClassVar[str] = "agent.finished"
     termination_reason: TerminationReason
     total_turns: int
@@ -260,8 +253,7 @@ class AgentFinished:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class ErrorReported:
+class ErrorReported(msgspec.Struct, frozen=True):
     """`session.error`: a failure of the session outside a run's own end."""
 
     name: ClassVar[str] = "error"
@@ -277,8 +269,7 @@ class ErrorReported:
         return cls(code=fields["code"], message=fields["message"], recoverable=fields["recoverable"])
 
 
-@dataclass(frozen=True, slots=True)
-class StatusChanged:
+class StatusChanged(msgspec.Struct, frozen=True):
     name: ClassVar[str] = "status.changed"
     status: SessionStatus
 
@@ -290,8 +281,7 @@ class StatusChanged:
         return cls(status=SessionStatus(fields["status"]))
 
 
-@dataclass(frozen=True, slots=True)
-class UnknownPayload:
+class UnknownPayload(msgspec.Struct, frozen=True):
     """A stored event this version cannot read as its type; `fields` as stored (read-only)."""
 
     name: str

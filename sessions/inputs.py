@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import structlog
 
 from sessions.errors import InvalidTransition, NotFound, SessionsError
@@ -32,8 +32,7 @@ __all__ = ["Inputs", "SubmitResult"]
 log = structlog.get_logger("sessions.inputs")
 
 
-@dataclass(frozen=True)
-class SubmitResult:
+class SubmitResult(msgspec.Struct, frozen=True, dict=True):
     """The answer to an inbound message. `status` is `started` (accepted now), `in_flight` (the
     key was seen and has not finished) or the stored outcome (`ok`, `error`, `aborted`).
     `disposition` says what an accepted message became: `queued` (a run of its own, or joined a

@@ -37,9 +37,9 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import structlog
 
 from sessions.errors import Fenced, StoreUnavailable
@@ -56,13 +56,12 @@ FIRST_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 2.0
 
 
-@dataclass(slots=True)
-class JournalItem:
+class JournalItem(msgspec.Struct):
     """One session's share of a commit; an empty `session_id` marks a flush."""
 
     session_id: str
-    entries: list[NewEntry] = field(default_factory=list)
-    events: list[SessionEvent] = field(default_factory=list)
+    entries: list[NewEntry] = msgspec.field(default_factory=list)
+    events: list[SessionEvent] = msgspec.field(default_factory=list)
     session_fields: dict[str, Any] | None = None
     extra: ExtraWrite | None = None
     """Writes to other tables that commit with the item (a run's record, an input)."""

@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from enum import StrEnum
+
+import msgspec
 
 from agent_core import Agent, AgentMessage, AssistantMessage, Usage
 from sessions.event_payloads import EventPayload
@@ -48,31 +49,30 @@ _NEXT_PHASES: dict[RunPhase, frozenset[RunPhase]] = {
 }
 
 
-@dataclass(eq=False)
-class RunState:
+class RunState(msgspec.Struct, eq=False, dict=True):
     """One run of a live session, from acceptance to its recorded end."""
 
     run_id: str
     prompts: list[InputMessage]
     input_keys: list[str]
     phase: RunPhase = RunPhase.PENDING
-    translator: RunTranslator = field(default_factory=RunTranslator)
+    translator: RunTranslator = msgspec.field(default_factory=RunTranslator)
     abort_reason: TerminationReason | None = None
     abort_at: float | None = None
-    finished: asyncio.Event = field(default_factory=asyncio.Event)
+    finished: asyncio.Event = msgspec.field(default_factory=asyncio.Event)
     awaiting_model: bool = False
-    last_activity: float = field(default_factory=time.monotonic)
-    partial_chunks: list[str] = field(default_factory=list)
+    last_activity: float = msgspec.field(default_factory=time.monotonic)
+    partial_chunks: list[str] = msgspec.field(default_factory=list)
     """The text deltas of the reply being streamed (joined on demand: appending to one string
     per delta would copy the whole reply each time)."""
     partial_message_id: str | None = None
     last_message: AgentMessage | None = None
     last_assistant: AssistantMessage | None = None
-    answered_calls: set[str] = field(default_factory=set)
-    usage: Usage = field(default_factory=Usage)
+    answered_calls: set[str] = msgspec.field(default_factory=set)
+    usage: Usage = msgspec.field(default_factory=Usage)
     hard_stopped: bool = False
     failure: str | None = None
-    pumps: set[asyncio.Task[None]] = field(default_factory=set)
+    pumps: set[asyncio.Task[None]] = msgspec.field(default_factory=set)
 
     @classmethod
     def for_messages(cls, messages: Sequence[InputMessage]) -> RunState:
@@ -114,15 +114,14 @@ class RunState:
         total.cost.total += usage.cost.total
 
 
-@dataclass(eq=False)
-class LiveSession:
+class LiveSession(msgspec.Struct, eq=False, dict=True):
     record: SessionRecord
     next_seq: int
     agent: Agent
     run: RunState | None = None
-    collect_buffer: list[InputMessage] = field(default_factory=list)
+    collect_buffer: list[InputMessage] = msgspec.field(default_factory=list)
     collect_timer: asyncio.TimerHandle | None = None
-    last_used: float = field(default_factory=time.monotonic)
+    last_used: float = msgspec.field(default_factory=time.monotonic)
 
     @property
     def session_id(self) -> str:

@@ -20,8 +20,8 @@ on SQLite has no owner and no fence).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
+import msgspec
 import structlog
 from sqlalchemy import BigInteger, ColumnElement, literal_column
 
@@ -76,8 +76,7 @@ _WAITING_SQL = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class SessionOwner:
+class SessionOwner(msgspec.Struct, frozen=True):
     """Who owns a session: the node (None: nobody) and whether that node is alive."""
 
     node: str | None

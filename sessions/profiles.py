@@ -8,8 +8,9 @@ builds each run's tool pipeline.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import msgspec
 
 from agent_core import AgentTool, Model, ThinkingLevel
 from agent_core.agent_types import RefreshTools
@@ -21,8 +22,7 @@ QueueModeName = Literal["steer", "followup", "collect", "interrupt"]
 QUEUE_MODES: tuple[str, ...] = ("steer", "followup", "collect", "interrupt")
 
 
-@dataclass(frozen=True, kw_only=True)
-class AgentProfile:
+class AgentProfile(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     id: str
     model: str | None = None
     """`provider/model-id`; None means no usable model is configured."""
@@ -30,7 +30,7 @@ class AgentProfile:
     thinking_level: ThinkingLevel = "off"
     queue_mode: QueueModeName = "followup"
     workspace: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class AgentDirectory(Protocol):
@@ -45,8 +45,7 @@ class AgentDirectory(Protocol):
     def api_key(self, provider: str) -> str | None: ...
 
 
-@dataclass(frozen=True, kw_only=True)
-class RunContext:
+class RunContext(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     """What a tools factory knows about the run it builds tools for."""
 
     session: SessionRecord
@@ -55,8 +54,7 @@ class RunContext:
     model: Model
 
 
-@dataclass(frozen=True, slots=True)
-class RunTools:
+class RunTools(msgspec.Struct, frozen=True):
     """The tools of one run, and (`refresh`) how the run asks for them again before each later
     turn: None keeps them, a list replaces them (a tool server announced a new list)."""
 
@@ -68,8 +66,7 @@ ToolsFactory = Callable[[RunContext], "Awaitable[list[AgentTool] | RunTools] | l
 """Builds a run's tools: a plain list (fixed for the run) or `RunTools`."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class RunSettings:
+class RunSettings(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     """Limits of runs and live sessions. Durations are seconds.
 
     `max_duration_s` and `idle_timeout_s` abort a run (`max_duration`, `idle_timeout`); a run that

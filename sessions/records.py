@@ -8,8 +8,9 @@ read-only.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+import msgspec
 
 from sessions.schema import EntryKind, InputStatus, RunStatus, SessionKind, SessionStatus
 
@@ -29,8 +30,7 @@ __all__ = [
 JSONObject = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class SessionRecord:
+class SessionRecord(msgspec.Struct, frozen=True):
     """One session. `entry_count` is the number of its own entries (not inherited ones);
     `pruned_seq` the highest event seq removed by pruning (0 when none); `keys` the session keys
     that currently point at it."""
@@ -61,8 +61,7 @@ class SessionRecord:
     """The cluster node whose lane holds the session (`sessions.ownership`); None on one node."""
 
 
-@dataclass(frozen=True, slots=True)
-class EntryRecord:
+class EntryRecord(msgspec.Struct, frozen=True):
     """One transcript entry. For a message `payload` is the message as pi writes it; for a
     compaction `{summary, firstKeptEntryId, tokensBefore}`."""
 
@@ -85,8 +84,7 @@ class ContextEntry(NamedTuple):
     payload: str
 
 
-@dataclass(frozen=True, slots=True)
-class EventRecord:
+class EventRecord(msgspec.Struct, frozen=True):
     session_id: str
     seq: int
     run_id: str | None
@@ -95,8 +93,7 @@ class EventRecord:
     created_at: int
 
 
-@dataclass(frozen=True, slots=True)
-class RunRecord:
+class RunRecord(msgspec.Struct, frozen=True):
     id: str
     session_id: str
     status: RunStatus
@@ -107,8 +104,7 @@ class RunRecord:
     result: Any
 
 
-@dataclass(frozen=True, slots=True)
-class InputRecord:
+class InputRecord(msgspec.Struct, frozen=True):
     """One accepted inbound message of the input ledger. `seq` orders inputs by arrival."""
 
     idempotency_key: str
@@ -124,8 +120,7 @@ class InputRecord:
     updated_at: int
 
 
-@dataclass(frozen=True, slots=True)
-class TreeNode:
+class TreeNode(msgspec.Struct, frozen=True):
     """A session and its children, ordered by creation."""
 
     session: SessionRecord
@@ -144,8 +139,7 @@ class TreeNode:
         return next((node for node in self.walk() if node.session.id == session_id), None)
 
 
-@dataclass(frozen=True, slots=True)
-class NewEntry:
+class NewEntry(msgspec.Struct, frozen=True):
     """An entry to append; `id` is generated (UUIDv7) when not given."""
 
     kind: EntryKind | str
@@ -153,8 +147,7 @@ class NewEntry:
     id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class NewEvent:
+class NewEvent(msgspec.Struct, frozen=True):
     """An event to append; `seq` must continue the session's log (last seq + 1, + 2, ...)."""
 
     seq: int

@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import structlog
 
 from agent_core import (
@@ -62,8 +62,7 @@ __all__ = ["RunDriver", "RunOutcome", "RunSetup"]
 log = structlog.get_logger("sessions.run_driver")
 
 
-@dataclass(frozen=True)
-class RunOutcome:
+class RunOutcome(msgspec.Struct, frozen=True, dict=True):
     """How a run ended: what its run record, its session and its inputs' waiters get."""
 
     termination_reason: TerminationReason
@@ -81,8 +80,7 @@ class RunOutcome:
         return value if isinstance(value, str) else None
 
 
-@dataclass(frozen=True, kw_only=True)
-class RunSetup:
+class RunSetup(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     """Everything the agent needs for one run."""
 
     system_prompt: str

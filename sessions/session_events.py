@@ -274,7 +274,7 @@ def open_reply(events: Iterable[EventRecord]) -> tuple[str, str | None]:
 
 
 def _jsonable(value: Any) -> Any:
-    """Tool results are dataclasses or models; events carry their JSON form."""
+    """Tool results are structs, dataclasses or models; events carry their JSON form."""
     if value is None or isinstance(value, str | int | float | bool):
         return value
     dump = getattr(value, "dump", None)
@@ -284,7 +284,7 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
-    fields = getattr(value, "__dataclass_fields__", None)
+    fields = getattr(value, "__struct_fields__", None) or getattr(value, "__dataclass_fields__", None)
     if fields is not None:
         out = {}
         for name in fields:

@@ -8,9 +8,10 @@ import copy
 import dataclasses
 import ipaddress
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
+
+import msgspec
 
 from agent_core.event_stream import AssistantMessageEventStream
 from agent_core.events import ErrorEvent
@@ -149,8 +150,7 @@ def running_producers() -> int:
 # --- observing HTTP requests (metrics) ----------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class RequestOutcome:
+class RequestOutcome(msgspec.Struct, frozen=True):
     """How one HTTP attempt of a provider stream ended (for metrics)."""
 
     provider: str

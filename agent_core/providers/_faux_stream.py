@@ -8,7 +8,6 @@ import copy
 import json
 import math
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import msgspec
@@ -143,8 +142,7 @@ def with_usage_estimate(
 # --- streaming ---------------------------------------------------------------------------------
 
 
-@dataclass(kw_only=True)
-class Pacing:
+class Pacing(msgspec.Struct, kw_only=True, dict=True):
     split: Callable[[str], list[str]]
     delay_s: Callable[[str], float]
     split_arguments: Callable[[str], list[str]] | None = None

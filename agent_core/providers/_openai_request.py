@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import msgspec
+
 from agent_core.llm import Context, Model, StreamOptions, Tool
 from agent_core.messages import (
     AssistantMessage,
@@ -30,8 +32,7 @@ class OpenAICompletionsOptions(StreamOptions):
     tool_choice: str | dict[str, Any] | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class Compat:
+class Compat(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     supports_store: bool = True
     supports_developer_role: bool = True
     supports_reasoning_effort: bool = True

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable
-from dataclasses import dataclass
+
+import msgspec
 
 from agent_core.event_stream import AssistantMessageEventStream
 from agent_core.llm import Context, Model, StreamFn, StreamOptions
@@ -12,8 +13,7 @@ from agent_core.messages import AssistantMessage
 from agent_core.providers._common import error_message_of, error_stream, run_producer
 
 
-@dataclass(frozen=True, slots=True)
-class ApiProvider:
+class ApiProvider(msgspec.Struct, frozen=True):
     """How to stream from one API: `stream` takes provider-level options, `stream_simple` takes
     the common `StreamOptions` (with `reasoning`) and applies pi's simple defaults."""
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+import msgspec
 
 from agent_core.errors import ProviderError
 from agent_core.event_stream import AssistantMessageEventStream
@@ -43,8 +44,7 @@ class SSEAssembler(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class SSERequest:
+class SSERequest(msgspec.Struct, frozen=True):
     """Where and how a provider sends one request (`headers` gets the API key and the body)."""
 
     base_url: str

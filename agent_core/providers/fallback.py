@@ -29,6 +29,8 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias, cast
 
+import msgspec
+
 from agent_core.awaitables import maybe_await
 from agent_core.event_stream import AssistantMessageEventStream
 from agent_core.events import AssistantMessageEvent, ErrorEvent
@@ -69,8 +71,7 @@ def classify_failure(error_message: str | None) -> FailureKind | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class FallbackStep:
+class FallbackStep(msgspec.Struct, frozen=True):
     """A switch from one model to the next during one call."""
 
     from_ref: str
@@ -82,8 +83,7 @@ class FallbackStep:
         return {"from": self.from_ref, "to": self.to_ref, "reason": self.reason, "error": self.error}
 
 
-@dataclass(frozen=True, slots=True)
-class KeyRest:
+class KeyRest(msgspec.Struct, frozen=True):
     """A key put to rest: `label` shows only the key's last characters."""
 
     provider: str
@@ -121,12 +121,11 @@ class ModelHealth:
         return self.resting(ref) is not None
 
 
-@dataclass(frozen=True, kw_only=True)
-class Resilience:
+class Resilience(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     """What a call may fall back on: key pools by provider, model health, listeners."""
 
-    pools: Mapping[str, KeyPool] = field(default_factory=dict)
-    health: ModelHealth = field(default_factory=ModelHealth)
+    pools: Mapping[str, KeyPool] = msgspec.field(default_factory=dict)
+    health: ModelHealth = msgspec.field(default_factory=ModelHealth)
     on_step: Callable[[FallbackStep], None] | None = None
     on_key_rest: Callable[[KeyRest], None] | None = None
 
@@ -175,8 +174,7 @@ def _candidates(route: list[Model], health: ModelHealth) -> list[Model]:
     return ready if ready else route[:1]
 
 
-@dataclass(frozen=True, slots=True)
-class _Call:
+class _Call(msgspec.Struct, frozen=True):
     base: StreamFn
     route: list[Model]
     context: Context

@@ -109,8 +109,7 @@ def faux_assistant_message(
 # --- scripted registrations --------------------------------------------------------------------
 
 
-@dataclass
-class FauxState:
+class FauxState(msgspec.Struct, dict=True):
     call_count: int = 0
 
 

@@ -34,7 +34,8 @@ import json
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from agent_core.event_stream import AssistantMessageEventStream
 from agent_core.llm import Context, Model, StreamOptions
@@ -87,8 +88,7 @@ def pace_ms(model: Model) -> float:
     return DEFAULT_PACE_MS
 
 
-@dataclass(kw_only=True)
-class EchoPlan:
+class EchoPlan(msgspec.Struct, kw_only=True, dict=True):
     """What the echo model will answer: blocks, stop reason, and an initial wait."""
 
     content: list[FauxBlock]

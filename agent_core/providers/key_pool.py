@@ -12,12 +12,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import msgspec
+
 DEFAULT_RATE_LIMIT_COOLDOWN_S = 60.0
 DEFAULT_AUTH_COOLDOWN_S = 600.0
 
 
-@dataclass
-class _Key:
+class _Key(msgspec.Struct, dict=True):
     value: str
     resting_until: float = 0.0
     failures: int = 0

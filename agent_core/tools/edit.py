@@ -11,9 +11,10 @@ import asyncio
 import difflib
 import itertools
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from agent_core.abort import AbortSignal
 from agent_core.agent_types import AgentTool, AgentToolResult, ToolUpdateCallback
@@ -69,8 +70,7 @@ def prepare_edit_arguments(args: Any) -> Any:
     return prepared
 
 
-@dataclass(frozen=True)
-class _Span:
+class _Span(msgspec.Struct, frozen=True, dict=True):
     start: int
     end: int
     new_text: str

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import re
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from agent_core.abort import AbortSignal
 from agent_core.agent_types import AgentTool, AgentToolResult, ToolUpdateCallback
@@ -63,13 +64,12 @@ GREP_PARAMETERS: dict[str, Any] = {
 }
 
 
-@dataclass
-class _Search:
+class _Search(msgspec.Struct, dict=True):
     regex: re.Pattern[str]
     context: int
     limit: int
     signal: AbortSignal | None
-    lines: list[str] = field(default_factory=list)
+    lines: list[str] = msgspec.field(default_factory=list)
     matches: int = 0
     long_lines: bool = False
 

@@ -22,9 +22,10 @@ import shutil
 import signal as signals
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
+
+import msgspec
 
 from agent_core.abort import AbortSignal
 from agent_core.errors import ToolError
@@ -37,8 +38,7 @@ DEFAULT_KILL_GRACE_S = 2.0
 DEFAULT_DRAIN_GRACE_S = 0.5
 
 
-@dataclass(frozen=True, kw_only=True)
-class CommandResult:
+class CommandResult(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     """How a command ended. `output` is the tail of its combined output (at most the cap)."""
 
     exit_code: int | None

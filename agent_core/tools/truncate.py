@@ -10,8 +10,9 @@ more; `Truncation.details()` is the machine-readable form for a result's `detail
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
+
+import msgspec
 
 DEFAULT_MAX_LINES = 2000
 DEFAULT_MAX_BYTES = 50 * 1024
@@ -19,8 +20,7 @@ MAX_LINE_CHARS = 500
 """Longest line grep shows; longer matches are cut (minified files would flood the output)."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class Truncation:
+class Truncation(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     """What survived a truncation and what the original looked like."""
 
     content: str

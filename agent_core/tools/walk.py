@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+import msgspec
 
 from agent_core.abort import AbortSignal
 from agent_core.errors import ToolError
@@ -25,8 +26,7 @@ SKIPPED_DIRS = frozenset({".git", ".hg", ".svn"})
 EntryKind = Literal["dir", "file", "symlink", "other"]
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(msgspec.Struct, frozen=True):
     relative: str
     """Path from the walk's root with ``/`` separators."""
     path: Path

@@ -13,11 +13,11 @@ count toward the run's `idle_timeout_s` (which watches the model's stream only).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import structlog
 
 from agent_core.abort import AbortSignal
@@ -93,7 +93,7 @@ def _wrap(tool: AgentTool, gate: ApprovalGate) -> AgentTool:
                     raise ApprovalDenied(refusal(request))
         return await inner(tool_call_id, params, signal, on_update)
 
-    return dataclasses.replace(tool, execute=execute)
+    return msgspec.structs.replace(tool, execute=execute)
 
 
 def approval_layer(tools: list[AgentTool], gate: ApprovalGate) -> list[AgentTool]:

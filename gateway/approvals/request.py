@@ -14,11 +14,12 @@ waited). A terminal request never changes again; the row stays as the audit trai
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
+
+import msgspec
 
 from gateway.approvals.errors import ApprovalTransition
 
@@ -56,8 +57,7 @@ class Ending:
             raise ValueError("an ending is a terminal status, not 'pending'")
 
 
-@dataclass(frozen=True, kw_only=True)
-class ApprovalRequest:
+class ApprovalRequest(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     id: str
     session_id: str
     session_key: str | None
@@ -65,7 +65,7 @@ class ApprovalRequest:
     run_id: str
     tool_call_id: str
     tool_name: str
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any] = msgspec.field(default_factory=dict)
     """What the person is shown: `args`, `command` (bash), `risk`, `classes`, `riskReason`,
     `rule` (why it asked), `shape` (what allow-always covers)."""
     created_at: int
@@ -82,7 +82,7 @@ class ApprovalRequest:
         """This request in its terminal state. Raises ApprovalTransition when it is not pending."""
         if self.status.terminal:
             raise ApprovalTransition(f"approval {self.id} is already {self.status.value}; expected pending")
-        return dataclasses.replace(
+        return msgspec.structs.replace(
             self,
             status=ending.status,
             decision=ending.decision,

@@ -24,9 +24,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import structlog
 
 from agent_core import AbortSignal
@@ -69,8 +69,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass(frozen=True, kw_only=True)
-class CallSite:
+class CallSite(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     """Where a waiting call comes from: its session, run and agent, and how long it may wait."""
 
     session_id: str
@@ -80,10 +79,9 @@ class CallSite:
     timeout_s: float
 
 
-@dataclass(eq=False)
-class _Waiting:
+class _Waiting(msgspec.Struct, eq=False, dict=True):
     request: ApprovalRequest
-    done: asyncio.Event = field(default_factory=asyncio.Event)
+    done: asyncio.Event = msgspec.field(default_factory=asyncio.Event)
 
 
 class Approvals:

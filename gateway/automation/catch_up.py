@@ -16,8 +16,9 @@ dropped slots leave no record: the next slot of the job comes as usual.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Final, Literal
+
+import msgspec
 
 from gateway.automation.schedule import Schedule
 
@@ -28,16 +29,14 @@ CATCH_UP_POLICIES: Final[tuple[CatchUp, ...]] = ("none", "latest", "all")
 DEFAULT_CATCH_UP: Final[CatchUp] = "latest"
 
 
-@dataclass(frozen=True, slots=True)
-class Fire:
+class Fire(msgspec.Struct, frozen=True):
     """One slot to fire. `missed`: it fell due more than its grace ago (a catch-up run)."""
 
     slot_ms: int
     missed: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(msgspec.Struct, frozen=True):
     fires: list[Fire]
     """Oldest first."""
     passed_over: bool

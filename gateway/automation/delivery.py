@@ -15,8 +15,9 @@ twice. Whether it arrived is read back from the outbox rows of the run (`deliver
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
+
+import msgspec
 
 from gateway.automation.errors import InvalidJob
 
@@ -37,8 +38,7 @@ _PLATFORMS: Final = ("discord", "slack")
 _FIELDS: Final = ("mode", "channel", "to", "accountId", "threadId", "bestEffort")
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
+class Delivery(msgspec.Struct, frozen=True):
     """A conversation to post a reply in. `account_id` None: the only account of that platform."""
 
     channel: Platform

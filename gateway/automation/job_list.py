@@ -8,8 +8,9 @@ run (`RunView`). The same values are repeated at the top level, as OpenClaw's `C
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gateway.automation.jobs import Job
 from gateway.automation.run_log import RunView
@@ -57,8 +58,7 @@ def job_object(job: Job, last: RunView | None, now_ms: int) -> dict[str, Any]:
     return out
 
 
-@dataclass(frozen=True, kw_only=True)
-class JobsQuery:
+class JobsQuery(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     """`cron.list`'s filters."""
 
     enabled: str = "enabled"
@@ -113,8 +113,7 @@ def _sort_key(job: Mapping[str, Any], sort_by: str) -> Any:
     return int(job.get("nextRunAtMs", 0))
 
 
-@dataclass(frozen=True, kw_only=True)
-class RunsQuery:
+class RunsQuery(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     """`cron.runs`'s filters."""
 
     statuses: frozenset[str] | None = None

@@ -12,9 +12,9 @@ and the run records why it was not delivered.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
 
+import msgspec
 import structlog
 
 from gateway.automation.errors import SlotTaken
@@ -30,8 +30,7 @@ log = structlog.get_logger("gateway.automation")
 Trigger = Literal["schedule", "catch-up", "manual"]
 
 
-@dataclass(frozen=True, slots=True)
-class Fired:
+class Fired(msgspec.Struct, frozen=True):
     run_id: str
     session_key: str
     started: bool

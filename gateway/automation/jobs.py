@@ -20,8 +20,10 @@ alerts, other payload kinds) are refused by name rather than dropped. A `Job` is
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from typing import Any, Final
+
+import msgspec
+from msgspec.structs import replace
 
 from gateway.automation.catch_up import CATCH_UP_POLICIES, DEFAULT_CATCH_UP, CatchUp
 from gateway.automation.delivery import Delivery, parse_delivery
@@ -57,8 +59,7 @@ _REFUSED: Final = ("pacing", "trigger", "failureAlert", "scheduledToolPolicy")
 """OpenClaw fields that would change what a run does, which this gateway does not implement."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class Job:
+class Job(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     id: str
     name: str
     agent_id: str

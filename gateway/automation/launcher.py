@@ -16,8 +16,9 @@ end rather than steer it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
 
 from sessions import InputClaim, SessionManager, SubmitResult
 
@@ -41,14 +42,13 @@ class Replies(Protocol):
         ...
 
 
-@dataclass(frozen=True, kw_only=True)
-class RunRequest:
+class RunRequest(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     run_id: str
     agent_id: str
     session_key: str
     message: str
     claim: InputClaim
-    source: Mapping[str, Any] = field(default_factory=dict)
+    source: Mapping[str, Any] = msgspec.field(default_factory=dict)
     reply: tuple[str, ReplyRoute] | None = None
     """The binding and route the reply goes to, when one was asked for."""
 

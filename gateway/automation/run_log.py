@@ -13,8 +13,9 @@ cut off by a restart); None while the run has not finished.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final, Literal
+
+import msgspec
 
 from gateway.automation.delivery import DeliveryStatus, delivery_status
 
@@ -27,8 +28,7 @@ SUMMARY_CHARS: Final = 2000
 _OPEN_INPUT: Final = ("queued", "steered", "followup", "running")
 
 
-@dataclass(frozen=True, kw_only=True)
-class RunView:
+class RunView(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     """One run of a job with what the ledger and the outbox say about it."""
 
     id: str
@@ -48,7 +48,7 @@ class RunView:
     started_at: int | None = None
     ended_at: int | None = None
     run_error: str | None = None
-    result: Mapping[str, Any] = field(default_factory=dict)
+    result: Mapping[str, Any] = msgspec.field(default_factory=dict)
     outbox_states: tuple[str, ...] = ()
 
     @property

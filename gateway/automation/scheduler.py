@@ -25,8 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
 
+import msgspec
 import structlog
 
 from gateway.automation.catch_up import plan
@@ -48,8 +48,7 @@ _WAKE_SLACK_MS = 5
 """Sleep this much past a slot, so the tick that wakes finds it due."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class SchedulerSettings:
+class SchedulerSettings(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     missed_after_ms: int = 60_000
     """A slot older than this (or than its job's period, when shorter) when first seen was
     missed (`cron.missed_after_s`)."""

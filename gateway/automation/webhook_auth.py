@@ -25,8 +25,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final, Literal
+
+import msgspec
 
 from gateway.automation.errors import Refused
 
@@ -46,16 +47,14 @@ DELIVERY_HEADER: Final = "x-gateway-delivery"
 _SCHEME: Final = "sha256="
 
 
-@dataclass(frozen=True, slots=True)
-class Credentials:
+class Credentials(msgspec.Struct, frozen=True):
     """A hook's secrets (at least one is set)."""
 
     secret: str | None = None
     token: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Verified:
+class Verified(msgspec.Struct, frozen=True):
     method: Literal["signature", "token"]
     signature: str | None = None
     """The verified signature's hex digest (signed requests)."""

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Literal, get_args
+
+import msgspec
 
 from agent_core import ThinkingLevel
 from sessions import AgentDirectory, CompactionError, SessionManager, SessionRecord, SessionsError
@@ -48,8 +49,7 @@ _SLASH = re.compile(r"^/(?P<token>[^\s/][^\s]*)(?:\s+(?P<rest>.*))?$", re.DOTALL
 _NAME = re.compile(r"^[A-Za-z][\w.-]*$")
 
 
-@dataclass(frozen=True, slots=True)
-class Slash:
+class Slash(msgspec.Struct, frozen=True):
     """A message that starts with `/name`: the name as typed (`skill:<name>` for a skill) and
     the rest of the text."""
 
@@ -80,8 +80,7 @@ def parse_slash(text: str) -> Slash | None:
     return Slash(name, rest)
 
 
-@dataclass(frozen=True, slots=True)
-class CommandCall:
+class CommandCall(msgspec.Struct, frozen=True):
     key: str
     """The session key the message was sent to."""
     session: SessionRecord
@@ -89,24 +88,21 @@ class CommandCall:
     args: str
 
 
-@dataclass(frozen=True, slots=True)
-class FollowUp:
+class FollowUp(msgspec.Struct, frozen=True):
     """A message to send once the reply is out: `/new <text>` sends `text` to the new session."""
 
     session_id: str
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
+class Reply(msgspec.Struct, frozen=True):
     text: str
     session_id: str
     """The session the reply belongs in: the one the key named when the command arrived."""
     then_send: FollowUp | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class CommandContext:
+class CommandContext(msgspec.Struct, frozen=True):
     """What commands use of the running gateway."""
 
     manager: SessionManager
@@ -119,21 +115,19 @@ class CommandContext:
 Handler = Callable[[CommandCall, CommandContext], Awaitable[Reply]]
 
 
-@dataclass(frozen=True, slots=True)
-class CommandArg:
+class CommandArg(msgspec.Struct, frozen=True):
     name: str
     description: str
     required: bool = False
     choices: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ChatCommand:
+class ChatCommand(msgspec.Struct, frozen=True):
     name: str
     description: str
     category: Category
     run: Handler
-    args: tuple[CommandArg, ...] = field(default=())
+    args: tuple[CommandArg, ...] = ()
 
     @property
     def accepts_args(self) -> bool:

@@ -11,8 +11,9 @@ a name both have.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 from gateway.extensions import CommandContext, registered_commands
 from gateway.extensions.errors import ExtensionCommandError
@@ -52,8 +53,7 @@ class ExtensionCommands(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class _Listed:
+class _Listed(msgspec.Struct, frozen=True):
     name: str
     description: str
     accepts_args: bool = True

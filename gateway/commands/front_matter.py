@@ -10,15 +10,15 @@ closing `---` has no front matter; its whole text is the body.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 __all__ = ["FrontMatter", "split_front_matter"]
 
 _KEY = re.compile(r"^(?P<key>[A-Za-z_][\w-]*)\s*:(?:\s+(?P<value>.*))?$")
 
 
-@dataclass(frozen=True, slots=True)
-class FrontMatter:
+class FrontMatter(msgspec.Struct, frozen=True):
     """The fields of a file's front matter (keys as written) and the text after it."""
 
     fields: dict[str, str]

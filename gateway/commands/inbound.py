@@ -23,10 +23,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import msgspec
 import structlog
 
 from agent_core import ImageContent, TextContent, UserMessage
@@ -72,8 +72,7 @@ class LibraryDirectory(AgentDirectory, Protocol):
     library: Library
 
 
-@dataclass(frozen=True, slots=True)
-class _Run:
+class _Run(msgspec.Struct, frozen=True):
     """One accepted command, on its way to its reply."""
 
     name: str

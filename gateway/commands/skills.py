@@ -19,9 +19,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
+
+import msgspec
 
 from gateway.commands.front_matter import split_front_matter
 
@@ -49,8 +50,7 @@ class SkillError(Exception):
     """A skill file that cannot be used; the message names the file and the problem."""
 
 
-@dataclass(frozen=True, slots=True)
-class Skill:
+class Skill(msgspec.Struct, frozen=True):
     name: str
     description: str
     path: Path

@@ -18,8 +18,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from gateway.commands.front_matter import split_front_matter
 
@@ -44,8 +45,7 @@ class TemplateError(Exception):
     """A template file that cannot be used; the message names the file and the problem."""
 
 
-@dataclass(frozen=True, slots=True)
-class PromptTemplate:
+class PromptTemplate(msgspec.Struct, frozen=True):
     name: str
     description: str
     body: str

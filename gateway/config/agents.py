@@ -9,10 +9,10 @@ and falls back to `DEFAULT_SYSTEM_PROMPT` when that file does not exist.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import msgspec
 from pydantic import Field, field_validator
 
 from gateway.config.sections import (
@@ -99,8 +99,7 @@ def default_agents() -> list[AgentConfig]:
     return [AgentConfig(id=DEFAULT_AGENT_ID)]
 
 
-@dataclass(frozen=True, slots=True)
-class ResolvedAgent:
+class ResolvedAgent(msgspec.Struct, frozen=True):
     """An agent's effective settings: its own, else `[agent_defaults]`, `[runs]`, `[sandbox]`."""
 
     id: str

@@ -21,10 +21,10 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from pydantic import ValidationError
 
 from gateway.config.gateway_config import GatewayConfig
@@ -177,8 +177,7 @@ def _env_layer(merged: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, A
     return layer
 
 
-@dataclass(frozen=True, slots=True)
-class _EnvValue:
+class _EnvValue(msgspec.Struct, frozen=True):
     name: str
     value: str
 

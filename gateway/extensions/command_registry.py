@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TypeAlias
 
+import msgspec
 import structlog
 
 from gateway.extensions.errors import ExtensionApiError, ExtensionCommandError
@@ -24,8 +24,7 @@ COMMAND_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 COMMAND_NAME_RULE = "1-32 characters of a-z, 0-9, '_' or '-', starting with a letter or digit"
 
 
-@dataclass(frozen=True, kw_only=True)
-class CommandContext:
+class CommandContext(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     """One use of a slash command: `/name args...` in a session."""
 
     args: str
@@ -39,8 +38,7 @@ CommandHandler: TypeAlias = Callable[[CommandContext], Awaitable[str]]
 """What an extension's command does: the reply text for the user."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class ExtensionCommand:
+class ExtensionCommand(msgspec.Struct, frozen=True, kw_only=True, dict=True):
     """A slash command an extension registered."""
 
     name: str

@@ -14,18 +14,18 @@ where it came from (``entry point hello = hello_ext:register (hello-gateway-ext)
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Literal
+
+import msgspec
 
 ENTRY_POINT_GROUP = "agent_gateway.extensions"
 EXTENSION_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 EXTENSION_NAME_RULE = "1-64 characters of a-z, 0-9, '_' or '-', starting with a letter or digit"
 
 
-@dataclass(frozen=True, slots=True)
-class Discovered:
+class Discovered(msgspec.Struct, frozen=True):
     """An extension found (not imported)."""
 
     name: str
@@ -37,8 +37,7 @@ class Discovered:
     version: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Discovery:
+class Discovery(msgspec.Struct, frozen=True):
     found: tuple[Discovered, ...]
     problems: tuple[str, ...]
     """One line per candidate that was skipped (bad name, a name found twice)."""

@@ -13,10 +13,10 @@ message hooks listen to the bridge only while a loaded extension has such hooks.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import structlog
 
 from agent_core import AgentTool
@@ -38,13 +38,12 @@ log = structlog.get_logger("gateway.extensions")
 Audit = Callable[[dict[str, Any]], None]
 
 
-@dataclass(kw_only=True)
-class RunExtras:
+class RunExtras(msgspec.Struct, kw_only=True, dict=True):
     """What MCP servers and extensions add to one run's tools."""
 
-    tools: list[AgentTool] = field(default_factory=list)
-    before: list[tuple[str, BeforeToolHook]] = field(default_factory=list)
-    after: list[tuple[str, AfterToolHook]] = field(default_factory=list)
+    tools: list[AgentTool] = msgspec.field(default_factory=list)
+    before: list[tuple[str, BeforeToolHook]] = msgspec.field(default_factory=list)
+    after: list[tuple[str, AfterToolHook]] = msgspec.field(default_factory=list)
 
 
 class Extensions:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import replace
 from functools import partial
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 import structlog
+from msgspec.structs import replace
 
 from agent_core import (
     AbortSignal,

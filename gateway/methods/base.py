@@ -9,9 +9,10 @@ model; the method table checks the pairing against `METHODS`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+import msgspec
 from pydantic import BaseModel
 
 from gateway.protocol.codes import ErrorCode
@@ -62,22 +63,20 @@ def from_sessions_error(exc: SessionsError) -> MethodError:
     return MethodError(ErrorCode.INVALID_REQUEST, str(exc))
 
 
-@dataclass(eq=False)
-class ConnState:
+class ConnState(msgspec.Struct, eq=False, dict=True):
     """One authenticated connection as handlers see it."""
 
     conn_id: str
     outlet: Outlet
     scopes: frozenset[str]
     caps: frozenset[str]
-    client: dict[str, Any] = field(default_factory=dict)
+    client: dict[str, Any] = msgspec.field(default_factory=dict)
     remote: str = ""
     credential: str | None = None
     """The named token the connection authenticated with; None for the root token or password."""
 
 
-@dataclass(eq=False)
-class Call:
+class Call(msgspec.Struct, eq=False, dict=True):
     """One request as its handler sees it (the params come separately, typed)."""
 
     state: GatewayState

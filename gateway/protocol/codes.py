@@ -6,9 +6,10 @@ clients branch on them. `ErrorShape` is the `error` object of a failed response.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Any
+
+import msgspec
 
 PROTOCOL_VERSION = 4
 """The only protocol version this gateway speaks; `connect` must offer a range that contains it."""
@@ -78,8 +79,7 @@ class CloseCode(IntEnum):
     """The gateway is still starting; clients retry."""
 
 
-@dataclass(frozen=True, slots=True)
-class ErrorShape:
+class ErrorShape(msgspec.Struct, frozen=True):
     """The `error` object of a response: `{code, message, details?, retryable?, retryAfterMs?}`."""
 
     code: ErrorCode | str

@@ -15,8 +15,9 @@ A text delta may be held back and sent later together with the ones that follow 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from sessions import (
     AgentFinished,
@@ -130,8 +131,7 @@ class RunStream:
         self.sent = self._length
 
 
-@dataclass(frozen=True, slots=True)
-class CompatPayloads:
+class CompatPayloads(msgspec.Struct, frozen=True):
     """What one session event becomes on the OpenClaw wire."""
 
     agent: dict[str, Any] | None

@@ -3,15 +3,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gateway.protocol.codes import CloseCode, ErrorCode, ErrorShape, truncate_close_reason
 from gateway.protocol.frames import response_from_error
 
 
-@dataclass(frozen=True, slots=True)
-class ConnectRejected:
+class ConnectRejected(msgspec.Struct, frozen=True):
     """A refused `connect`: send `response(request_id)`, then close with `close_code`."""
 
     error: ErrorShape

@@ -19,7 +19,7 @@ Sans-I/O: the caller passes the time (`time.monotonic()` seconds) and runs the t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 DEFAULT_INTERVAL_S = 0.075
 """OpenClaw's own pacing of chat deltas (`LIVE_TEXT_PACING_MS`)."""
@@ -27,8 +27,7 @@ DEFAULT_STRETCH = 0.01
 """Spacing as a fraction of the time the message has streamed, once that is the longer one."""
 
 
-@dataclass(frozen=True, slots=True)
-class DeltaPacing:
+class DeltaPacing(msgspec.Struct, frozen=True):
     """The pacing rule. `interval_s` 0 sends every delta as it comes."""
 
     interval_s: float = DEFAULT_INTERVAL_S

@@ -18,8 +18,9 @@ pacing from the caller.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from gateway.protocol.compat import (
     RUN_PAYLOADS,
@@ -83,18 +84,16 @@ def committed_message(event: SessionEvent) -> dict[str, Any] | None:
     }
 
 
-@dataclass(frozen=True, slots=True)
-class CompatFrames:
+class CompatFrames(msgspec.Struct, frozen=True):
     """OpenClaw frames of one session, ready to serialise (oldest first)."""
 
     session_id: str
     payloads: tuple[CompatPayloads, ...]
 
 
-@dataclass(slots=True)
-class _Run:
+class _Run(msgspec.Struct):
     stream: RunStream
-    clock: DeltaClock = field(default_factory=DeltaClock)
+    clock: DeltaClock = msgspec.field(default_factory=DeltaClock)
     held_until: float | None = None
     """When the held text delta is due (None: nothing held)."""
 

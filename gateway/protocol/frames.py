@@ -16,8 +16,9 @@ import json
 import re
 import secrets
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gateway.protocol.codes import CloseCode, ErrorCode, ErrorShape, truncate_close_reason
 from gateway.protocol.methods import METHOD_NAMES
@@ -32,8 +33,7 @@ FIRST_REQUEST_MUST_BE_CONNECT = "invalid handshake: first request must be connec
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-@dataclass(frozen=True, slots=True)
-class RawJSON:
+class RawJSON(msgspec.Struct, frozen=True):
     """JSON text serialised already (compact, valid UTF-8), which `dumps` inserts as it is: a
     large value that changes rarely and is sent often (the presence list) is encoded once."""
 
@@ -104,8 +104,7 @@ def _with_raw(value: Any) -> str:
     return text
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
+class Request(msgspec.Struct, frozen=True):
     """A well-formed request. `params` is whatever JSON value the client sent (None if absent)."""
 
     id: str
@@ -113,8 +112,7 @@ class Request:
     params: Any = None
 
 
-@dataclass(frozen=True, slots=True)
-class ProtocolViolation:
+class ProtocolViolation(msgspec.Struct, frozen=True):
     """A frame the gateway will not dispatch.
 
     The caller sends `response` when it is not None (an error response to the offending request),
@@ -349,8 +347,7 @@ def event_frame(
     return dumps(frame)
 
 
-@dataclass(frozen=True, slots=True)
-class EventTemplate:
+class EventTemplate(msgspec.Struct, frozen=True):
     """An event serialised once, waiting for each connection's `seq`.
 
     `head` is the frame up to and including the payload, `tail` is the rest (state version and

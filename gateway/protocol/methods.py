@@ -10,13 +10,13 @@ and from PROTOCOL.md for the gateway's extensions.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 from importlib import import_module
 from types import MappingProxyType
 from typing import Any
 
+import msgspec
 from pydantic import BaseModel, ValidationError
 
 from gateway.protocol.codes import DetailCode, ErrorCode, ErrorShape
@@ -41,8 +41,7 @@ _IMPLIED: Mapping[str, frozenset[str]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class MethodSpec:
+class MethodSpec(msgspec.Struct, frozen=True):
     """One method: its wire name, the scope a caller needs, and how its params are validated."""
 
     name: str
@@ -216,8 +215,7 @@ def missing_scope_error(method: str) -> ErrorShape:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class InvalidParams:
+class InvalidParams(msgspec.Struct, frozen=True):
     """Params that failed validation; `message` is the full `error.message` to send."""
 
     method: str

@@ -17,8 +17,9 @@ import itertools
 import os
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from gateway.sandbox.limits import ResourceLimits
 
@@ -26,8 +27,7 @@ _V1_ROOT = Path("/sys/fs/cgroup")
 _KILL_ROUNDS = 50
 
 
-@dataclass(frozen=True)
-class _Controller:
+class _Controller(msgspec.Struct, frozen=True, dict=True):
     name: str
     """``pids`` or ``memory`` (v1), ``unified`` (v2: both in one directory)."""
     base: Path

@@ -23,7 +23,8 @@ import posixpath
 import re
 import shlex
 from collections import deque
-from dataclasses import dataclass, field
+
+import msgspec
 
 from gateway.sandbox.danger_targets import DOWNLOADERS, NETWORK_TOOLS, SHELLS, SOURCING, is_interpreter
 from gateway.sandbox.exec_finding_kinds import (
@@ -89,17 +90,15 @@ one would let padding hide a dangerous command."""
 OVERSIZED = "oversized_command"
 
 
-@dataclass(frozen=True)
-class Classification:
+class Classification(msgspec.Struct, frozen=True, dict=True):
     """The verdict on one command line. `classes` lists danger classes, most serious first."""
 
     risk: RiskTier
-    classes: list[str] = field(default_factory=list)
+    classes: list[str] = msgspec.field(default_factory=list)
     reason: str = ""
 
 
-@dataclass(frozen=True)
-class _Finding:
+class _Finding(msgspec.Struct, frozen=True, dict=True):
     risk: RiskTier
     danger_class: str
     reason: str

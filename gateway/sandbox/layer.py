@@ -20,10 +20,11 @@ is called synchronously; if it raises, the call fails (a command is never run un
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from agent_core.abort import AbortSignal
 from agent_core.agent_types import AgentTool, AgentToolResult, ToolUpdateCallback
@@ -74,7 +75,7 @@ def _confine_paths(
             machine.share(workspace, resolved)
         return result
 
-    return dataclasses.replace(tool, execute=execute)
+    return msgspec.structs.replace(tool, execute=execute)
 
 
 def _resolve(tool_name: str, settings: SandboxSettings, raw: str) -> Path:
@@ -162,7 +163,7 @@ def _mediate_bash(
                    "command": command, "reason": runner.limit_note})  # fmt: skip
             raise ToolError(f"{exc}\n\n{runner.limit_note}") from exc
 
-    return dataclasses.replace(tool, execute=execute)
+    return msgspec.structs.replace(tool, execute=execute)
 
 
 def sandbox_layer(

@@ -19,10 +19,10 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import structlog
 
 from gateway.sandbox.cgroups import Cgroups
@@ -44,14 +44,12 @@ log = structlog.get_logger("gateway.sandbox")
 PROBE_TIMEOUT_S = 10.0
 
 
-@dataclass(frozen=True)
-class Probe:
+class Probe(msgspec.Struct, frozen=True, dict=True):
     ok: bool
     detail: str
 
 
-@dataclass(frozen=True)
-class Choice:
+class Choice(msgspec.Struct, frozen=True, dict=True):
     """The runner a mode gets here: `runner` is ``bwrap``, ``uid``, ``host`` or ``None``
     (commands refused, `reason` says why and how to fix it)."""
 

@@ -4,8 +4,9 @@ not see through. The mediation rules (`exec_mediation`, `exec_rules`) judge thes
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
+
+import msgspec
 
 from gateway.sandbox.shell_words import Word
 
@@ -15,8 +16,7 @@ Stdin = Literal["inherited", "pipe", "heredoc", "herestring", "file"]
 """Where a command's standard input comes from."""
 
 
-@dataclass(frozen=True)
-class Redirect:
+class Redirect(msgspec.Struct, frozen=True, dict=True):
     operator: str
     """``>``, ``>>``, ``<``, ``>&``, ``&>``, ``<<``, ``<<<`` ..."""
     target: Word | None
@@ -24,18 +24,17 @@ class Redirect:
     """The text a here-document or here-string feeds to standard input."""
 
 
-@dataclass
-class Command:
+class Command(msgspec.Struct, dict=True):
     """One simple command with its context. `words` start with the command's name."""
 
     words: list[Word]
-    assignments: list[tuple[str, Word]] = field(default_factory=list)
-    redirects: list[Redirect] = field(default_factory=list)
+    assignments: list[tuple[str, Word]] = msgspec.field(default_factory=list)
+    redirects: list[Redirect] = msgspec.field(default_factory=list)
     cwd: str | None = None
     """Where a preceding ``cd`` moved (absolute, ``~...``, relative, or ``$...`` when unknown);
     ``None`` when still in the directory the line started in."""
     stdin: Stdin = "inherited"
-    upstream: list[Command] = field(default_factory=list)
+    upstream: list[Command] = msgspec.field(default_factory=list)
     """The commands of the pipeline stages before this one (they feed its standard input)."""
     in_loop: bool = False
     background: bool = False
@@ -43,7 +42,7 @@ class Command:
     in_substitution: bool = False
     indirect_name: bool = False
     """The name is (part of) an expansion or substitution: ``$c``, ``${x}y``, ``$(echo rm)``."""
-    substitutions: list[Command] = field(default_factory=list)
+    substitutions: list[Command] = msgspec.field(default_factory=list)
     """The commands of the substitutions in its words, whose output it consumes."""
 
     @property
@@ -66,19 +65,17 @@ class Command:
         return None
 
 
-@dataclass
-class Function:
+class Function(msgspec.Struct, dict=True):
     name: str
     calls_itself: bool = False
     spawns_itself: bool = False
     """A call to itself runs in the background or in a pipeline: every call starts more."""
 
 
-@dataclass
-class Script:
-    commands: list[Command] = field(default_factory=list)
-    functions: list[Function] = field(default_factory=list)
-    spawning_loops: list[str] = field(default_factory=list)
+class Script(msgspec.Struct, dict=True):
+    commands: list[Command] = msgspec.field(default_factory=list)
+    functions: list[Function] = msgspec.field(default_factory=list)
+    spawning_loops: list[str] = msgspec.field(default_factory=list)
     """Loops whose body starts background jobs, as written."""
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = msgspec.field(default_factory=list)
     """Parts of the line the grammar could not parse, as written."""

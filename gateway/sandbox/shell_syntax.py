@@ -26,8 +26,10 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
+
+import msgspec
+from msgspec.structs import replace
 
 from gateway.sandbox.shell_script import Command, Function, Redirect, Script, Stdin
 from gateway.sandbox.shell_words import (
@@ -62,8 +64,7 @@ _DEFAULTING = (":-", "-", ":=", "=")
 _ECHOES = frozenset({"echo", "printf"})
 
 
-@dataclass(frozen=True)
-class _Context:
+class _Context(msgspec.Struct, frozen=True, dict=True):
     stdin: Stdin = "inherited"
     upstream: tuple[Command, ...] = ()
     in_loop: bool = False
@@ -73,11 +74,10 @@ class _Context:
     in_pipeline: bool = False
 
 
-@dataclass
-class _State:
+class _State(msgspec.Struct, dict=True):
     """What the shell knows while it runs the line; copied for subshells."""
 
-    variables: dict[str, Word] = field(default_factory=dict)
+    variables: dict[str, Word] = msgspec.field(default_factory=dict)
     cwd: str | None = None
 
     def copy(self) -> _State:

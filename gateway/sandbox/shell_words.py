@@ -7,7 +7,8 @@ Pure functions over text; `shell_syntax` builds `Word`s from the syntax tree wit
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 _ANSI_C_ESCAPES = re.compile(
     r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)", re.DOTALL
@@ -18,8 +19,7 @@ _DOUBLE_QUOTE_ESCAPES = re.compile(r"\\([$`\"\\\n])")
 _BARE_ESCAPES = re.compile(r"\\(.)", re.DOTALL)
 
 
-@dataclass(frozen=True)
-class Word:
+class Word(msgspec.Struct, frozen=True, dict=True):
     """One word of a command after quote removal.
 
     `text` is the value; a part known only at run time keeps its shell spelling (``$HOME``,

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 OTHER = "other"
 """The label value of everything past a cap."""
@@ -57,8 +58,7 @@ class LabelCap:
         return value
 
 
-@dataclass(frozen=True, slots=True)
-class Family:
+class Family(msgspec.Struct, frozen=True):
     name: str
     """Without the `_total` a counter's samples carry."""
     help: str
@@ -79,8 +79,7 @@ class Counter:
         return self.values.get(labels, 0.0)
 
 
-@dataclass(slots=True)
-class HistogramSeries:
+class HistogramSeries(msgspec.Struct):
     counts: list[int]
     """Per bucket, observations that fell in it (not cumulative; the last is +Inf)."""
     total: float = 0.0

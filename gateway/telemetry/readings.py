@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 from collections import Counter as Tally
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+import msgspec
 import structlog
 
 from gateway.telemetry.instruments import Family, Labels
@@ -29,19 +29,17 @@ OutboxCounts = Callable[[], Awaitable[dict[str, int]]]
 REFRESH_TIMEOUT_S = 2.0
 
 
-@dataclass(frozen=True, slots=True)
-class Reading:
+class Reading(msgspec.Struct, frozen=True):
     family: Family
     read: Callable[[], Samples]
     kind: Literal["gauge", "counter"] = "gauge"
 
 
-@dataclass(slots=True)
-class Outbox:
+class Outbox(msgspec.Struct):
     """The outbox's pending messages as last read (`refresh`)."""
 
     counts: OutboxCounts | None = None
-    last: dict[str, int] = field(default_factory=dict)
+    last: dict[str, int] = msgspec.field(default_factory=dict)
 
     async def refresh(self) -> None:
         """Read the outbox again; on failure (or after 2 s) the last counts stay."""

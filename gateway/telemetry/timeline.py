@@ -13,8 +13,9 @@ oldest is forgotten first, so a run whose end was never published cannot grow it
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from sessions import (
     AgentFinished,
@@ -30,23 +31,20 @@ from sessions import (
 MAX_RUNS = 10_000
 
 
-@dataclass(frozen=True, slots=True)
-class RunBegan:
+class RunBegan(msgspec.Struct, frozen=True):
     run_id: str
     session_id: str
     session_key: str | None
     ts_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class FirstToken:
+class FirstToken(msgspec.Struct, frozen=True):
     run_id: str
     seconds: float
     """From the run's start to its first streamed delta."""
 
 
-@dataclass(frozen=True, slots=True)
-class ModelCall:
+class ModelCall(msgspec.Struct, frozen=True):
     run_id: str
     provider: str
     model: str
@@ -61,8 +59,7 @@ class ModelCall:
     error_message: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
+class ToolCall(msgspec.Struct, frozen=True):
     run_id: str
     tool_call_id: str
     tool_name: str
@@ -71,8 +68,7 @@ class ToolCall:
     is_error: bool
 
 
-@dataclass(frozen=True, slots=True)
-class RunEnded:
+class RunEnded(msgspec.Struct, frozen=True):
     run_id: str
     session_id: str
     reason: str
@@ -86,13 +82,12 @@ class RunEnded:
 Observation = RunBegan | FirstToken | ModelCall | ToolCall | RunEnded
 
 
-@dataclass(slots=True)
-class _Run:
+class _Run(msgspec.Struct):
     start_ms: int
     last_ms: int
     first_token: bool = False
     call_start_ms: int | None = None
-    tools: dict[str, int] = field(default_factory=dict)
+    tools: dict[str, int] = msgspec.field(default_factory=dict)
     """Running tool calls: call id -> start time."""
 
 

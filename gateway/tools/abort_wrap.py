@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from agent_core import AbortSignal, AgentTool, AgentToolResult, ToolUpdateCallback
 

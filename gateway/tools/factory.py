@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from msgspec.structs import replace
 
 from agent_core import AgentTool
 from gateway.config import GatewayConfig

@@ -18,10 +18,10 @@ extensions' `before_tool_call`/`after_tool_call` hooks wrap every tool the polic
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import structlog
 
 from agent_core import AbortSignal, AgentTool
@@ -37,8 +37,7 @@ ChannelTools = Callable[[Any], list[AgentTool]]
 ToolsLayer = Callable[[list[AgentTool]], list[AgentTool]]
 
 
-@dataclass(kw_only=True)
-class PipelineSpec:
+class PipelineSpec(msgspec.Struct, kw_only=True, dict=True):
     """Everything the layers need for one run."""
 
     session: Any
@@ -55,7 +54,7 @@ class PipelineSpec:
     scopes: Sequence[str] = ("operator.write",)
     signal: AbortSignal | None = None
     base: bool = True
-    extra: list[AgentTool] = field(default_factory=list)
+    extra: list[AgentTool] = msgspec.field(default_factory=list)
     """Tools of MCP servers and extensions (`gateway.extensions`)."""
     hooks: ToolsLayer | None = None
     """Extensions' tool hooks around every tool the policy kept."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from agent_core import AgentTool
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from typing import Any
 
+import msgspec
 import pytest
 
 from agent_core import (
@@ -168,7 +168,7 @@ async def test_manual_compaction_summarises_and_later_runs_start_from_the_summar
     harnesses: HarnessFactory,
 ) -> None:
     summarizer = Summarizer()
-    settings = dataclasses.replace(FAST, compaction_keep_recent_tokens=60)
+    settings = msgspec.structs.replace(FAST, compaction_keep_recent_tokens=60)
     h = await harnesses(settings=settings, stream_fn=summarizer, tools=tools_factory(echo_tool()))
     session = await h.session()
     await _history(h, session, 4)
@@ -219,7 +219,7 @@ async def test_compacting_too_little_history_fails_cleanly(harnesses: HarnessFac
 
 async def test_runs_compact_automatically_near_the_context_window(harnesses: HarnessFactory) -> None:
     summarizer = Summarizer()
-    settings = dataclasses.replace(FAST, compaction_reserve_tokens=100, compaction_keep_recent_tokens=60)
+    settings = msgspec.structs.replace(FAST, compaction_reserve_tokens=100, compaction_keep_recent_tokens=60)
     h = await harnesses(
         settings=settings, stream_fn=summarizer, directory=Directory(context_window=300, pace_ms=0)
     )

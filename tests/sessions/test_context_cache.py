@@ -3,7 +3,7 @@ read of the store gives, so a run never starts from a context the transcript doe
 
 from __future__ import annotations
 
-from dataclasses import replace
+from msgspec.structs import replace
 
 from agent_core import AgentMessage, AssistantMessage, TextContent, UserMessage
 from sessions._json import dumps

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from agent_core import AssistantMessage, TextContent, UserMessage
 from sessions.context import SUMMARY_PREFIX

@@ -4,7 +4,6 @@ recorded outcome for every accepted input."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 from typing import Any
 
@@ -143,7 +142,7 @@ async def test_followup_becomes_a_new_turn_of_the_same_run(harnesses: HarnessFac
 async def test_collect_merges_messages_of_the_quiet_window(
     harnesses: HarnessFactory, release_before_window: bool
 ) -> None:
-    settings = dataclasses.replace(FAST, collect_window_s=0.5)
+    settings = msgspec.structs.replace(FAST, collect_window_s=0.5)
     h, gate, entered = await _gated(harnesses, settings=settings)
     session = await h.session()
     await h.send(session, '!tool gate {"text": "busy"}', "co-0")
@@ -238,7 +237,7 @@ async def test_a_steer_too_late_for_its_run_becomes_the_next_run(harnesses: Harn
 
 
 async def test_messages_for_a_run_that_has_not_started_join_it(harnesses: HarnessFactory) -> None:
-    settings = dataclasses.replace(FAST, max_concurrent_runs=1)
+    settings = msgspec.structs.replace(FAST, max_concurrent_runs=1)
     h, gate, entered = await _gated(harnesses, settings=settings)
     busy = await h.session("agent:main:busy")
     waiting = await h.session("agent:main:waiting")
@@ -264,7 +263,7 @@ async def test_messages_for_a_run_that_has_not_started_join_it(harnesses: Harnes
 async def test_every_accepted_input_ends_in_exactly_one_outcome(harnesses: HarnessFactory) -> None:
     """Random traffic in every queue mode, with aborts, over three sessions."""
     rng = random.Random(20240611)
-    settings = dataclasses.replace(FAST, collect_window_s=0.02, max_concurrent_runs=2)
+    settings = msgspec.structs.replace(FAST, collect_window_s=0.02, max_concurrent_runs=2)
     h = await harnesses(settings=settings)
     sessions = [await h.session(f"agent:main:fuzz-{n}") for n in range(3)]
     keys: dict[str, str] = {}

@@ -4,12 +4,12 @@ global run limiter (with sub-agents), and live sessions that come and go."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import gc
 import itertools
 import json
 from typing import Any
 
+import msgspec
 import pytest
 
 from agent_core import AbortSignal, AgentTool
@@ -44,7 +44,7 @@ async def _runs_of(h: Harness, keys: list[str]) -> list[RunRecord]:
 
 async def test_runs_never_overlap_and_the_limiter_caps_concurrency(harnesses: HarnessFactory) -> None:
     log = StreamLog()
-    settings = dataclasses.replace(FAST, max_concurrent_runs=2)
+    settings = msgspec.structs.replace(FAST, max_concurrent_runs=2)
     h = await harnesses(settings=settings, stream_fn=log, directory=Directory(pace_ms=2))
     sessions = [await h.session(f"agent:main:lane-{n}") for n in range(4)]
     keys = []
@@ -71,7 +71,7 @@ async def test_the_limiter_holds_runs_beyond_the_cap_until_a_slot_frees(harnesse
         await gate.wait()
         return str(params["text"])
 
-    settings = dataclasses.replace(FAST, max_concurrent_runs=2)
+    settings = msgspec.structs.replace(FAST, max_concurrent_runs=2)
     h = await harnesses(settings=settings, tools=tools_factory(tool("hold", hold)))
     for n in range(3):
         session = await h.session(f"agent:main:cap-{n}")
@@ -97,7 +97,7 @@ async def test_new_settings_change_the_run_cap_and_the_lane_depth_at_once(harnes
         await gate.wait()
         return str(params["text"])
 
-    settings = dataclasses.replace(FAST, max_concurrent_runs=1, lane_depth=1)
+    settings = msgspec.structs.replace(FAST, max_concurrent_runs=1, lane_depth=1)
     h = await harnesses(settings=settings, tools=tools_factory(tool("hold", hold)))
     first, second = await h.session("agent:main:cap-a"), await h.session("agent:main:cap-b")
     await h.send(first, '!tool hold {"text": "a"}', "cap-a")
@@ -106,7 +106,7 @@ async def test_new_settings_change_the_run_cap_and_the_lane_depth_at_once(harnes
     with pytest.raises(LaneFull):
         await h.manager.inject(first.id, text="a note")
 
-    h.manager.apply_settings(dataclasses.replace(settings, max_concurrent_runs=2, lane_depth=3))
+    h.manager.apply_settings(msgspec.structs.replace(settings, max_concurrent_runs=2, lane_depth=3))
     await h.wait_for(lambda: sorted(entered) == ["a", "b"])  # the waiting run got the new slot
     assert (h.manager.limiter.active, h.manager.limiter.waiting) == (2, 0)
     note = asyncio.create_task(h.manager.inject(first.id, text="a note"))  # waits on the lane
@@ -189,7 +189,7 @@ def _spawner(box: dict[str, Any]) -> Any:
 
 async def test_subagents_do_not_deadlock_when_parents_hold_every_slot(harnesses: HarnessFactory) -> None:
     box: dict[str, Any] = {}
-    settings = dataclasses.replace(FAST, max_concurrent_runs=2)
+    settings = msgspec.structs.replace(FAST, max_concurrent_runs=2)
     h = await harnesses(settings=settings, tools=_spawner(box))
     box["h"] = h
     parents = [await h.session(f"agent:main:parent-{n}") for n in range(2)]
@@ -210,7 +210,7 @@ async def test_subagents_do_not_deadlock_when_parents_hold_every_slot(harnesses:
 
 async def test_aborting_a_run_that_waits_for_a_slot(harnesses: HarnessFactory) -> None:
     gate, entered = asyncio.Event(), asyncio.Event()
-    settings = dataclasses.replace(FAST, max_concurrent_runs=1)
+    settings = msgspec.structs.replace(FAST, max_concurrent_runs=1)
     h = await harnesses(settings=settings, tools=tools_factory(gated_tool(gate, entered)))
     holder = await h.session("agent:main:holder")
     waiter = await h.session("agent:main:waiter")
@@ -228,7 +228,7 @@ async def test_aborting_a_run_that_waits_for_a_slot(harnesses: HarnessFactory) -
 
 async def test_stopping_leaves_waiting_inputs_for_the_restart(harnesses: HarnessFactory) -> None:
     gate, entered = asyncio.Event(), asyncio.Event()
-    settings = dataclasses.replace(FAST, max_concurrent_runs=1, abort_grace_s=0.2)
+    settings = msgspec.structs.replace(FAST, max_concurrent_runs=1, abort_grace_s=0.2)
     h = await harnesses(settings=settings, tools=tools_factory(gated_tool(gate, entered)))
     holder = await h.session("agent:main:holder")
     waiter = await h.session("agent:main:waiter")
@@ -248,7 +248,7 @@ async def test_stopping_leaves_waiting_inputs_for_the_restart(harnesses: Harness
 
 async def test_live_sessions_are_capped_but_busy_ones_stay(harnesses: HarnessFactory) -> None:
     gate, entered = asyncio.Event(), asyncio.Event()
-    settings = dataclasses.replace(FAST, live_cap=1)
+    settings = msgspec.structs.replace(FAST, live_cap=1)
     h = await harnesses(settings=settings, tools=tools_factory(gated_tool(gate, entered)))
     busy = await h.session("agent:main:busy")
     await h.send(busy, '!tool gate {"text": "hold"}', "cap-busy")
@@ -275,7 +275,7 @@ async def test_live_sessions_are_capped_but_busy_ones_stay(harnesses: HarnessFac
 
 async def test_idle_live_sessions_and_lanes_do_not_accumulate(harnesses: HarnessFactory) -> None:
     gate, entered = asyncio.Event(), asyncio.Event()
-    settings = dataclasses.replace(FAST, live_idle_ttl_s=0.1)
+    settings = msgspec.structs.replace(FAST, live_idle_ttl_s=0.1)
     h = await harnesses(settings=settings, tools=tools_factory(gated_tool(gate, entered)))
     busy = await h.session("agent:main:busy")
     await h.send(busy, '!tool gate {"text": "hold"}', "ttl-busy")

@@ -4,9 +4,9 @@ each kind of ending is recorded."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from typing import Any
 
+import msgspec
 import pytest
 
 from agent_core import AbortSignal, AgentTool, StreamFn
@@ -182,7 +182,7 @@ async def test_user_abort_ends_the_run_as_aborted(harnesses: HarnessFactory) -> 
 
 
 async def test_max_duration_stops_a_long_run_keeping_what_was_streamed(harnesses: HarnessFactory) -> None:
-    settings = dataclasses.replace(FAST, max_duration_s=0.3)
+    settings = msgspec.structs.replace(FAST, max_duration_s=0.3)
     h = await harnesses(settings=settings, directory=Directory(pace_ms=5))
     session = await h.session()
     await h.send(session, "!long 2000", "d-1")
@@ -203,7 +203,7 @@ async def test_max_duration_stops_a_long_run_keeping_what_was_streamed(harnesses
 async def test_idle_timeout_stops_a_stalled_stream(harnesses: HarnessFactory) -> None:
     stalls: list[StreamFn] = [stalled_stream, hanging_stream]
     for index, stream_fn in enumerate(stalls):
-        settings = dataclasses.replace(FAST, idle_timeout_s=0.2)
+        settings = msgspec.structs.replace(FAST, idle_timeout_s=0.2)
         h = await harnesses(settings=settings, stream_fn=stream_fn)
         session = await h.session(f"agent:main:stall-{index}")
         await h.send(session, "anyone there?", f"i-{index}")
@@ -223,7 +223,7 @@ async def test_idle_timeout_stops_a_stalled_stream(harnesses: HarnessFactory) ->
 async def test_a_run_that_ignores_its_abort_is_stopped_hard(harnesses: HarnessFactory) -> None:
     gate = asyncio.Event()
     entered = asyncio.Event()
-    settings = dataclasses.replace(FAST, abort_grace_s=0.2)
+    settings = msgspec.structs.replace(FAST, abort_grace_s=0.2)
     h = await harnesses(settings=settings, tools=tools_factory(gated_tool(gate, entered)))
     session = await h.session()
     await h.send(session, '!tool gate {"text": "stuck"}', "h-1")

@@ -4,13 +4,13 @@ everything else passed on, over a real SessionManager (faux/echo) and the gatewa
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from agent_core import ImageContent, TextContent, UserMessage
@@ -174,7 +174,7 @@ async def test_compact_summarises_the_history_or_says_why_not(
     directory = Directory(
         load_config(None, env={"GATEWAY_HOME": str(tmp_path), "GATEWAY_MODEL": "faux/echo"})
     )
-    settings = dataclasses.replace(FAST, compaction_keep_recent_tokens=1)
+    settings = msgspec.structs.replace(FAST, compaction_keep_recent_tokens=1)
     h = await harnesses(directory=directory, settings=settings)  # type: ignore[arg-type]
     setup = Setup(
         h,

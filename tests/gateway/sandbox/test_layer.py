@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from agent_core.agent_types import AgentTool, AgentToolResult
@@ -219,7 +219,7 @@ def test_wrapping_preserves_the_tool_descriptions(workspace: Path) -> None:
         execute=create_coding_tools(workspace)[0].execute,
     )
     originals = [
-        dataclasses.replace(tool, metadata={"scope": "operator.write", "origin": tool.name})
+        msgspec.structs.replace(tool, metadata={"scope": "operator.write", "origin": tool.name})
         for tool in create_coding_tools(workspace)
     ]
     settings = SandboxSettings(workspace=workspace)
