@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from agent_core.event_stream import AssistantMessageEventStream
@@ -14,6 +18,7 @@ from agent_core.providers import (
     get_env_api_key,
     list_api_providers,
     register_api_provider,
+    register_api_provider_module,
     stream,
     stream_simple,
     unregister_api_provider,
@@ -31,6 +36,44 @@ def cleanup() -> object:
 
 def test_builtins_are_registered() -> None:
     assert {"openai-completions", "anthropic-messages", "faux"} <= set(list_api_providers())
+
+
+def test_builtin_http_apis_are_imported_when_first_asked_for() -> None:
+    """In a fresh interpreter: importing the providers loads no HTTP API's module; asking for one
+    loads that one only, and its functions are the module's own."""
+    code = """
+import json, sys
+import agent_core.providers as providers
+apis = ("anthropic", "google", "openai_completions", "openai_responses")
+loaded = lambda: sorted(m for m in sys.modules if m.split(".")[-1] in apis)
+before = loaded()
+provider = providers.get_api_provider("anthropic-messages")
+from agent_core.providers.anthropic import stream_anthropic, stream_simple_anthropic
+print(json.dumps({
+    "before": before,
+    "after": loaded(),
+    "same": provider.stream is stream_anthropic and provider.stream_simple is stream_simple_anthropic,
+    "names": providers.AnthropicOptions.__name__,
+}))
+"""
+    command = [sys.executable, "-c", code]
+    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60)
+    assert json.loads(done.stdout) == {
+        "before": [],
+        "after": ["agent_core.providers.anthropic"],
+        "same": True,
+        "names": "AnthropicOptions",
+    }
+
+
+async def test_a_provider_module_that_fails_to_import_is_an_error_event(cleanup: object) -> None:
+    register_api_provider_module("test-api", "agent_core.providers.no_such_module", "stream", "stream")
+    assert "test-api" in list_api_providers()
+    events, final = await collect(stream_simple(MODEL, Context()))
+    assert compact(events) == ["error reason=error"]
+    assert final.error_message is not None
+    assert final.error_message.startswith("API provider for test-api failed to load: ")
+    assert unregister_api_provider("test-api") and "test-api" not in list_api_providers()
 
 
 async def test_unknown_api_is_an_error_event() -> None:
