@@ -256,6 +256,12 @@ NOT_AT_START_UP = (
     "cryptography",  # device signatures: only when a device connects
     "tree_sitter",  # the shell grammar: only with the first bash command
     "tree_sitter_bash",
+    "gateway.sandbox.exec_mediation",  # exec mediation: with the first run's tools
+    "agent_core.providers.anthropic",  # an HTTP model API: with the first run of one of its models
+    "agent_core.providers.google",
+    "agent_core.providers.openai_completions",
+    "agent_core.providers.openai_responses",
+    "partial_json_parser",
     "prometheus_client",  # metrics: only with the first scrape
     "opentelemetry",  # traces: only when an OTLP endpoint is set
     "google.protobuf",
