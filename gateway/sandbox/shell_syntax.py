@@ -1,8 +1,5 @@
 """A static reading of a shell command line for exec mediation, over the tree-sitter-bash grammar.
 
-It stays one module (and is long) because the reader is one recursive walk whose node handlers
-call each other and share its state; its result types are in `shell_script`.
-
 `read_script(text)` parses the line with tree-sitter-bash and walks the syntax tree in the order
 the shell would run it, keeping the little shell state a static reader can know: variables given
 literal values, the directory a ``cd`` moved to, the functions defined. It returns every simple
@@ -16,22 +13,27 @@ jobs, and parts of the line the grammar could not parse. The reader never runs a
 raises; the rules in `exec_mediation` and `exec_rules` judge what it found.
 
 What it returns (`Script`, `Command`, ...) is defined in `shell_script`; decoding single words
-lives in `shell_words`.
+lives in `shell_words`; parsing the line with the grammar, within a time budget, in
+`shell_grammar`.
 """
 
 from __future__ import annotations
 
-import posixpath
-import re
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import msgspec
 from msgspec.structs import replace
 
+from gateway.sandbox.shell_grammar import (
+    first_error,
+    has_expansion,
+    node_text,
+    parse,
+    reading,
+    snippet,
+)
 from gateway.sandbox.shell_script import Command, Function, Redirect, Script, Stdin
+from gateway.sandbox.shell_state import ShellContext, ShellState, moved_to
 from gateway.sandbox.shell_words import (
     EMPTY,
     Word,
@@ -42,9 +44,8 @@ from gateway.sandbox.shell_words import (
 )
 
 if TYPE_CHECKING:
-    from tree_sitter import Node, Parser
+    from tree_sitter import Node
 
-_local = threading.local()
 _RESERVED_WORDS = frozenset(
     {"!", "{", "}", "[[", "]]", "if", "then", "elif", "else", "fi", "case", "esac", "for", "select",
      "while", "until", "do", "done", "in", "function"}
@@ -54,8 +55,6 @@ grammar reads as commands, are handled as wrappers)."""
 
 MAX_NODES = 200_000
 """A tree with more nodes is read only this far (the caller treats the rest as unreadable)."""
-PARSE_BUDGET_S = 1.0
-_CHUNK = 64 * 1024
 MAX_NESTING = 100
 """Statements nested deeper than this are not read (the caller treats them as unreadable)."""
 _LOOPS = frozenset({"while_statement", "until_statement", "for_statement", "c_style_for_statement",
@@ -64,90 +63,17 @@ _DEFAULTING = (":-", "-", ":=", "=")
 _ECHOES = frozenset({"echo", "printf"})
 
 
-class _Context(msgspec.Struct, frozen=True, dict=True):
-    stdin: Stdin = "inherited"
-    upstream: tuple[Command, ...] = ()
-    in_loop: bool = False
-    background: bool = False
-    function: Function | None = None
-    in_substitution: bool = False
-    in_pipeline: bool = False
-
-
-class _State(msgspec.Struct, dict=True):
-    """What the shell knows while it runs the line; copied for subshells."""
-
-    variables: dict[str, Word] = msgspec.field(default_factory=dict)
-    cwd: str | None = None
-
-    def copy(self) -> _State:
-        return _State(dict(self.variables), self.cwd)
-
-
-def _parser() -> Parser:
-    """This thread's parser. The grammar is loaded by the first command read (8 ms and 2.5 MB that
-    a daemon whose runs never call bash does not spend)."""
-    parser: Parser | None = getattr(_local, "parser", None)
-    if parser is None:
-        import tree_sitter_bash
-        from tree_sitter import Language, Parser
-
-        parser = Parser(Language(tree_sitter_bash.language()))
-        _local.parser = parser
-    return parser
-
-
-def _snippet(node: Node) -> str:
-    text = _text(node).strip()
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _text(node: Node) -> str:
-    source: bytes | None = getattr(_local, "source", None)
-    raw = source[node.start_byte : node.end_byte] if source is not None else (node.text or b"")
-    return raw.decode("utf-8", errors="replace")
-
-
-_HIGH_BYTE = re.compile(rb"[\x80-\xff]")
-
-
-def grammar_bytes(data: bytes) -> bytes:
-    """What the grammar parses: `data` with every byte of a non-ASCII character replaced by
-    ``x``, so byte offsets are unchanged.
-
-    The bash grammar's scanner is C code, and some non-ASCII input crashes it (``{`` followed by
-    certain supplementary-plane characters at the end of the line ends the process with a
-    segmentation fault). Bash treats every non-ASCII byte as an ordinary word character, so an
-    ASCII letter in its place gives the same tree; ``x`` appears in no reserved word, so no
-    replacement can make one. Words are read back from the original bytes (`_text`).
-    """
-    return _HIGH_BYTE.sub(b"x", data)
-
-
-def _move(cwd: str | None, target: Word) -> str | None:
-    """The directory after ``cd target`` from `cwd`."""
-    if target.dynamic:
-        return "$" + target.text.lstrip("$")
-    path = target.text
-    if path.startswith(("/", "~")):
-        return posixpath.normpath(path) if path.startswith("/") else path
-    if cwd is None:
-        normal = posixpath.normpath(path)
-        return None if normal == "." else normal
-    return posixpath.normpath(posixpath.join(cwd, path))
-
-
 class _Reader:
     """Walks one tree; `script` collects what it finds."""
 
     def __init__(self) -> None:
         self.script = Script()
-        self.state = _State()
+        self.state = ShellState()
         self._nodes = 0
         self._depth = 0
         self.repaired: set[int] = set()
         """Error nodes read as valid syntax the grammar lacks (``<>``)."""
-        self._statements: dict[str, Callable[[Node, _Context], None]] = {
+        self._statements: dict[str, Callable[[Node, ShellContext], None]] = {
             "command": self._command,
             "redirected_statement": self._redirected,
             "pipeline": self._pipeline,
@@ -165,13 +91,13 @@ class _Reader:
 
     # --- statements ---------------------------------------------------------------------------
 
-    def statement(self, node: Node, ctx: _Context) -> None:
+    def statement(self, node: Node, ctx: ShellContext) -> None:
         self._nodes += 1
         if self._nodes > MAX_NODES or self._depth > MAX_NESTING:
             self._unreadable("(too long or too deeply nested to read)")
             return
         if node.is_error or node.is_missing:
-            self.script.errors.append(_snippet(node) or node.type)
+            self.script.errors.append(snippet(node) or node.type)
         self._depth += 1
         try:
             if node.type in _LOOPS:
@@ -185,10 +111,10 @@ class _Reader:
         if why not in self.script.errors:
             self.script.errors.append(why)
 
-    def _ignore(self, node: Node, ctx: _Context) -> None:
+    def _ignore(self, node: Node, ctx: ShellContext) -> None:
         return
 
-    def _container(self, node: Node, ctx: _Context) -> None:
+    def _container(self, node: Node, ctx: ShellContext) -> None:
         """Any other node: its children in order; a child followed by ``&`` runs in the background."""
         children = node.children
         for index, child in enumerate(children):
@@ -200,13 +126,13 @@ class _Reader:
             child_ctx = replace(ctx, background=True) if follows in ("&", "|&&") else ctx
             self.statement(child, child_ctx)
 
-    def _loop(self, node: Node, ctx: _Context) -> None:
+    def _loop(self, node: Node, ctx: ShellContext) -> None:
         before = len(self.script.commands)
         self._container(node, replace(ctx, in_loop=True))
         if any(command.background for command in self.script.commands[before:]):
-            self.script.spawning_loops.append(_snippet(node))
+            self.script.spawning_loops.append(snippet(node))
 
-    def _subshell(self, node: Node, ctx: _Context) -> None:
+    def _subshell(self, node: Node, ctx: ShellContext) -> None:
         saved = self.state
         self.state = saved.copy()
         try:
@@ -214,7 +140,7 @@ class _Reader:
         finally:
             self.state = saved
 
-    def _function(self, node: Node, ctx: _Context) -> None:
+    def _function(self, node: Node, ctx: ShellContext) -> None:
         name_node = node.child_by_field_name("name")
         function = Function(self.word(name_node, ctx).text if name_node is not None else "")
         self.script.functions.append(function)
@@ -227,7 +153,7 @@ class _Reader:
             finally:
                 self.state = saved
 
-    def _pipeline(self, node: Node, ctx: _Context) -> None:
+    def _pipeline(self, node: Node, ctx: ShellContext) -> None:
         upstream: list[Command] = list(ctx.upstream)
         first = True
         for child in node.named_children:
@@ -247,7 +173,7 @@ class _Reader:
             upstream.extend(self.script.commands[before:])
             first = False
 
-    def _redirected(self, node: Node, ctx: _Context) -> None:
+    def _redirected(self, node: Node, ctx: ShellContext) -> None:
         """A statement with redirections. A here-document's node also carries what follows its
         start line (``cat <<EOF | sh``: the pipeline; ``cat <<EOF && rm x``: the list)."""
         body = node.child_by_field_name("body")
@@ -284,7 +210,7 @@ class _Reader:
             else:
                 self.statement(follow, ctx)
 
-    def _redirect(self, node: Node, ctx: _Context) -> tuple[Redirect, list[Node]]:
+    def _redirect(self, node: Node, ctx: ShellContext) -> tuple[Redirect, list[Node]]:
         operator = ""
         target: Word | None = None
         body: str | None = None
@@ -295,7 +221,7 @@ class _Reader:
                     operator = operator or child.type
                 continue
             kind = child.type
-            if kind == "ERROR" and operator == "<" and _text(child) == ">" and target is None:
+            if kind == "ERROR" and operator == "<" and node_text(child) == ">" and target is None:
                 operator = "<>"  # read-write redirection, which the grammar does not know
                 self.repaired.add(child.id)
                 continue
@@ -317,41 +243,41 @@ class _Reader:
             operator = "<<"
         return Redirect(operator, target, body), rest
 
-    def _heredoc_body(self, node: Node, ctx: _Context) -> str:
+    def _heredoc_body(self, node: Node, ctx: ShellContext) -> str:
         for child in node.named_children:
             if child.type in ("command_substitution", "expansion", "simple_expansion"):
                 self.word(child, ctx)  # substitutions in an unquoted here-document run
-        return _text(node)
+        return node_text(node)
 
-    def _assignment(self, node: Node, ctx: _Context) -> None:
+    def _assignment(self, node: Node, ctx: ShellContext) -> None:
         name, value = self._assigned(node, ctx)
         if name:
             self.state.variables[name] = value
 
-    def _assigned(self, node: Node, ctx: _Context) -> tuple[str, Word]:
+    def _assigned(self, node: Node, ctx: ShellContext) -> tuple[str, Word]:
         name_node = node.child_by_field_name("name")
         value_node = node.child_by_field_name("value")
-        name = _text(name_node) if name_node is not None else ""
+        name = node_text(name_node) if name_node is not None else ""
         value = self.word(value_node, ctx) if value_node is not None else EMPTY
         if value.dynamic and not value.substituted:
             value = Word(f"${{{name}}}", dynamic=True)
         return name, value
 
-    def _declaration(self, node: Node, ctx: _Context) -> None:
+    def _declaration(self, node: Node, ctx: ShellContext) -> None:
         for child in node.named_children:
             if child.type == "variable_assignment":
                 self._assignment(child, ctx)
             elif child.type not in ("variable_name", "word"):
                 self.word(child, ctx)
 
-    def _unset(self, node: Node, ctx: _Context) -> None:
+    def _unset(self, node: Node, ctx: ShellContext) -> None:
         for child in node.named_children:
-            self.state.variables.pop(_text(child), None)
+            self.state.variables.pop(node_text(child), None)
 
-    def _substitution(self, node: Node, ctx: _Context) -> None:
+    def _substitution(self, node: Node, ctx: ShellContext) -> None:
         self.word(node, ctx)
 
-    def _command(self, node: Node, ctx: _Context) -> None:
+    def _command(self, node: Node, ctx: ShellContext) -> None:
         assignments: list[tuple[str, Word]] = []
         words: list[Word] = []
         redirects: list[Redirect] = []
@@ -364,7 +290,7 @@ class _Reader:
                 assignments.append(self._assigned(child, ctx))
             elif kind == "command_name":
                 words.extend(self._split(child.named_children[0], ctx) if child.named_children else [])
-                indirect = indirect or _has_expansion(child)
+                indirect = indirect or has_expansion(child)
             elif kind in ("file_redirect", "herestring_redirect", "heredoc_redirect"):
                 redirect, rest = self._redirect(child, ctx)
                 redirects.append(redirect)
@@ -406,7 +332,7 @@ class _Reader:
         for follow in later:
             self.statement(follow, ctx)
 
-    def _after_command(self, command: Command, ctx: _Context) -> None:
+    def _after_command(self, command: Command, ctx: ShellContext) -> None:
         function = ctx.function
         if function is not None and command.words[0].text == function.name:
             function.calls_itself = True
@@ -414,11 +340,11 @@ class _Reader:
                 function.spawns_itself = True
         if command.name in ("cd", "pushd") and not command.words[0].dynamic:
             operands = [word for word in command.words[1:] if not word.text.startswith("-")]
-            self.state.cwd = _move(self.state.cwd, operands[0] if operands else Word("~"))
+            self.state.cwd = moved_to(self.state.cwd, operands[0] if operands else Word("~"))
 
     # --- words --------------------------------------------------------------------------------
 
-    def _split(self, node: Node, ctx: _Context) -> list[Word]:
+    def _split(self, node: Node, ctx: ShellContext) -> list[Word]:
         """The words one argument node becomes: an unquoted expansion splits at whitespace."""
         word = self.word(node, ctx)
         if node.type in ("simple_expansion", "expansion", "command_substitution") and any(
@@ -427,10 +353,10 @@ class _Reader:
             return [replace(word, text=part) for part in word.text.split()]
         return [word]
 
-    def word(self, node: Node, ctx: _Context) -> Word:
+    def word(self, node: Node, ctx: ShellContext) -> Word:
         """The value of a word-like node; substitutions inside it are read as commands."""
         kind = node.type
-        text = _text(node)
+        text = node_text(node)
         if kind == "raw_string":
             return Word(text[1:-1] if text.endswith("'") and len(text) >= 2 else text[1:])
         if kind == "ansi_c_string":
@@ -440,7 +366,7 @@ class _Reader:
         if kind == "concatenation":
             return concat([self.word(child, ctx) for child in node.children])
         if kind == "simple_expansion":
-            return self._variable(_text(node)[1:], None, ctx)
+            return self._variable(node_text(node)[1:], None, ctx)
         if kind == "expansion":
             return self._expansion(node, ctx)
         if kind == "command_substitution":
@@ -456,7 +382,7 @@ class _Reader:
         self._words_inside(node, ctx)
         return Word(unescape_bare(text), dynamic="$" in text)
 
-    def _words_inside(self, node: Node, ctx: _Context) -> None:
+    def _words_inside(self, node: Node, ctx: ShellContext) -> None:
         if self._depth > MAX_NESTING:
             self._unreadable("(too long or too deeply nested to read)")
             return
@@ -466,7 +392,7 @@ class _Reader:
         finally:
             self._depth -= 1
 
-    def _each_word_inside(self, node: Node, ctx: _Context) -> None:
+    def _each_word_inside(self, node: Node, ctx: ShellContext) -> None:
         for child in node.named_children:
             if child.type in ("command_substitution", "process_substitution", "expansion",
                               "simple_expansion", "arithmetic_expansion"):  # fmt: skip
@@ -474,18 +400,18 @@ class _Reader:
             else:
                 self._words_inside(child, ctx)
 
-    def _string(self, node: Node, ctx: _Context) -> Word:
+    def _string(self, node: Node, ctx: ShellContext) -> Word:
         parts: list[Word] = []
         for child in node.children:
             if child.type in ('"', '$"'):
                 continue
             if child.type == "string_content" or not child.is_named:
-                parts.append(Word(unescape_double_quoted(_text(child))))
+                parts.append(Word(unescape_double_quoted(node_text(child))))
             else:
                 parts.append(self.word(child, ctx))
         return concat(parts)
 
-    def _variable(self, name: str, default: Word | None, ctx: _Context) -> Word:
+    def _variable(self, name: str, default: Word | None, ctx: ShellContext) -> Word:
         known = self.state.variables.get(name)
         if known is not None:
             return known
@@ -493,14 +419,14 @@ class _Reader:
             return replace(default, dynamic=True)
         return Word(f"${{{name}}}" if name.isidentifier() else f"${name}", dynamic=True)
 
-    def _expansion(self, node: Node, ctx: _Context) -> Word:
+    def _expansion(self, node: Node, ctx: ShellContext) -> Word:
         name = ""
         operator = ""
         default: Word | None = None
         plain = True
         for child in node.children:
             if child.type in ("variable_name", "special_variable_name") and not name:
-                name = _text(child)
+                name = node_text(child)
             elif not child.is_named and child.type not in ("${", "}"):
                 operator = operator or child.type
                 plain = False
@@ -514,10 +440,10 @@ class _Reader:
         if name and operator in _DEFAULTING:
             known = self.state.variables.get(name)
             return known if known is not None and known.text else replace(default or EMPTY, dynamic=True)
-        return Word(_text(node), dynamic=True)
+        return Word(node_text(node), dynamic=True)
 
-    def _command_substitution(self, node: Node, ctx: _Context) -> Word:
-        text = _text(node)
+    def _command_substitution(self, node: Node, ctx: ShellContext) -> Word:
+        text = node_text(node)
         if text.startswith("`") and ("\\`" in text or "\\$" in text):
             # Inside backquotes bash drops the backslash before ` and $ and reads the result
             # again, so `\`rm -rf /\`` and `\$(...)` nest commands the grammar reads as words.
@@ -530,7 +456,7 @@ class _Reader:
                 return Word(value.text, dynamic=any(w.dynamic for w in args), substituted=True)
         return Word("$(...)", dynamic=True, substituted=True)
 
-    def _nested(self, node: Node, ctx: _Context) -> list[Command]:
+    def _nested(self, node: Node, ctx: ShellContext) -> list[Command]:
         """Read the statements of a substitution (a subshell of their own)."""
         before = len(self.script.commands)
         saved = self.state
@@ -548,60 +474,14 @@ def read_script(text: str) -> Script:
     """Read a command line (see the module docstring). Never raises. A line the grammar needs
     more than `PARSE_BUDGET_S` to parse (pathological error recovery) is reported unreadable."""
     data = text.encode("utf-8", errors="surrogateescape")
-    parsed = grammar_bytes(data)
-    parser = _parser()
-    deadline = time.monotonic() + PARSE_BUDGET_S
-
-    def chunk(offset: int, _point: object) -> bytes:
-        return parsed[offset : offset + _CHUNK]
-
-    def out_of_time(_offset: int, _has_error: bool) -> bool:
-        return time.monotonic() > deadline
-
-    try:
-        tree = parser.parse(chunk, progress_callback=out_of_time)
-    except ValueError:  # cancelled by the budget
-        parser.reset()
+    root = parse(data)
+    if root is None:
         return Script(errors=["(too slow to parse)"])
     reader = _Reader()
-    root = tree.root_node
-    _local.source = data
-    try:
-        reader.statement(root, _Context())
+    with reading(data):
+        reader.statement(root, ShellContext())
         if root.has_error and not reader.script.errors:
-            error = _first_error(root, reader.repaired)
+            error = first_error(root, reader.repaired)
             if error is not None:
                 reader.script.errors.append(error)
-    finally:
-        _local.source = None
     return reader.script
-
-
-_EXPANSIONS = frozenset({"simple_expansion", "expansion", "command_substitution", "arithmetic_expansion",
-                         "process_substitution"})  # fmt: skip
-
-
-def _has_expansion(node: Node) -> bool:
-    return any(inner.type in _EXPANSIONS for inner in _walk(node))
-
-
-def _first_error(root: Node, repaired: set[int]) -> str | None:
-    for node in _walk(root):
-        if (node.is_error or node.is_missing) and node.id not in repaired:
-            return _snippet(node) or f"missing {node.type}"
-    return None
-
-
-def _walk(node: Node) -> Iterator[Node]:
-    cursor = node.walk()
-    while True:
-        current = cursor.node
-        if current is not None:
-            yield current
-        if cursor.goto_first_child() or cursor.goto_next_sibling():
-            continue
-        while cursor.goto_parent():
-            if cursor.goto_next_sibling():
-                break
-        else:
-            return

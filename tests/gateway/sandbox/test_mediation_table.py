@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.sandbox import RiskTier, classify
-from gateway.sandbox.shell_syntax import grammar_bytes, read_script
+from gateway.sandbox.shell_grammar import grammar_bytes
+from gateway.sandbox.shell_syntax import read_script
 
 # (command, a danger class it must carry); every one must be at least HIGH.
 REFUSED: list[tuple[str, str]] = [
