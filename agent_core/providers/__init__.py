@@ -16,9 +16,9 @@ their names is first asked for here: a process that only uses faux never loads t
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from agent_core.lazy_exports import exports_on_first_use
 from agent_core.providers._common import RequestOutcome, is_loopback_url, observe_requests
 from agent_core.providers._env import get_env_api_key
 from agent_core.providers._registry import (
@@ -90,14 +90,7 @@ _BUILTIN_HTTP_APIS: dict[str, tuple[str, str, str, str]] = {
 _ON_FIRST_USE = {name: module for module, *names in _BUILTIN_HTTP_APIS.values() for name in names}
 """Names this package exports from the modules it does not import up front."""
 
-
-def __getattr__(name: str) -> Any:
-    module = _ON_FIRST_USE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = exports_on_first_use(__name__, globals(), _ON_FIRST_USE)
 
 
 def register_builtin_providers() -> None:

@@ -12,9 +12,9 @@ for here, which is when the first run's tools look up its agent's policy.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from agent_core.lazy_exports import exports_on_first_use
 from gateway.approvals.errors import ApprovalDenied, ApprovalError, ApprovalNotFound, ApprovalTransition
 from gateway.approvals.request import DECISIONS, ApprovalRequest, ApprovalStatus, Decision, Ending
 from gateway.approvals.service import Approvals, CallSite
@@ -37,14 +37,7 @@ _ON_FIRST_USE = {
 }
 """Names this package exports from the modules it does not import up front."""
 
-
-def __getattr__(name: str) -> Any:
-    module = _ON_FIRST_USE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = exports_on_first_use(__name__, globals(), _ON_FIRST_USE)
 
 
 __all__ = [
