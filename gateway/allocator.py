@@ -15,9 +15,11 @@ freed memory in three ways that make RSS drift up over hours of work:
 - **Free pages inside the heap.** glibc returns memory only from the top of an arena on its own;
   free pages below a block still in use stay resident. `malloc_trim(0)` hands every whole free
   page back (`madvise`), and `MemoryTrimmer` calls it every `[gateway] memory_trim_s` seconds,
-  after a run of Python's cyclic collector: memory held by objects in reference cycles (a
-  cancelled writer's traceback keeps the frame it was sending) is freed only by the collector,
-  which a daemon at rest, allocating little, does not trigger.
+  after a full run of Python's cyclic collector unless the collector made one of its own since
+  the last trim: memory held by objects in reference cycles (a cancelled writer's traceback keeps
+  the frame it was sending) is freed only by the collector, which a daemon at rest, allocating
+  little, does not trigger, while a busy daemon's collector does (and a full collection stops
+  the event loop for as long as it walks every live session's objects: 110-240 ms with 1,000).
 
 In a 14-minute `bench.soak` beside an untouched daemon (same machine, same time), free memory
 held inside the arenas rose from 4.5 to 14 MiB untouched and stayed between 2 and 8 MiB with two
@@ -98,6 +100,9 @@ class MemoryTrimmer:
         self.released = 0
         """Trims that returned memory."""
         self.last_ms: float | None = None
+        self.collections = 0
+        """Full collections the trimmer made (the collector made none of its own since the last)."""
+        self._full_seen = full_collections()
 
     async def run(self) -> None:
         while True:
@@ -106,7 +111,10 @@ class MemoryTrimmer:
             # Objects in reference cycles (a cancelled writer's traceback holding the frame it was
             # sending) are freed only by the cyclic collector, which an idle daemon, allocating
             # nothing, never triggers; collect them so that the trim can return their memory.
-            gc.collect()
+            if full_collections() == self._full_seen:
+                gc.collect()
+                self.collections += 1
+            self._full_seen = full_collections()
             outcome = await asyncio.to_thread(trim)
             if outcome is None:
                 return  # not glibc: nothing to do, ever
@@ -120,4 +128,20 @@ class MemoryTrimmer:
             "trims": self.trims,
             "trimsReleasing": self.released,
             "lastTrimMs": None if self.last_ms is None else round(self.last_ms, 2),
+            "collector": collector_snapshot(self.collections),
         }
+
+
+def full_collections() -> int:
+    """Collections of the oldest generation so far (the collector's and `gc.collect()`'s)."""
+    return int(gc.get_stats()[-1]["collections"])
+
+
+def collector_snapshot(trimmer_collections: int) -> dict[str, Any]:
+    """The cyclic collector: its thresholds, the collections of each generation so far (young to
+    old) and how many of the full ones the trimmer asked for."""
+    return {
+        "thresholds": list(gc.get_threshold()),
+        "collections": [int(stats["collections"]) for stats in gc.get_stats()],
+        "trimmerCollections": trimmer_collections,
+    }

@@ -3,6 +3,9 @@ and a trim hands freed pages inside the heap back to the system."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import gc
 import platform
 import subprocess
 import sys
@@ -11,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gateway.allocator import limit_arenas, release_large_blocks
+from gateway.allocator import MemoryTrimmer, limit_arenas, release_large_blocks
 
 glibc = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
 
@@ -58,3 +61,29 @@ def test_a_trim_hands_the_free_pages_inside_the_heap_back() -> None:
     assert released == "True"
     # About 170 MiB were allocated and 95% freed; the trim gives back most of what was freed.
     assert int(before) - int(after) > 100 * 2**20, (int(before) >> 20, int(after) >> 20)
+
+
+@glibc
+async def test_the_trimmer_collects_only_when_the_collector_made_no_full_collection() -> None:
+    """At rest the collector makes no full collection, so the trimmer makes one before each trim;
+    when the collector made one since the last trim (a busy daemon), the trimmer does not stop
+    the event loop for another."""
+    trimmer = MemoryTrimmer(0.05)
+    task = asyncio.create_task(trimmer.run())
+    try:
+        while trimmer.trims < 2:
+            await asyncio.sleep(0.01)
+        assert trimmer.collections == trimmer.trims
+        made = trimmer.collections
+        for _ in range(6):
+            gc.collect()  # as the collector of a busy daemon would
+            trims = trimmer.trims
+            while trimmer.trims == trims:
+                await asyncio.sleep(0.005)
+        # The trim after each outside collection saw it and made none of its own.
+        assert trimmer.collections - made <= 1, (trimmer.collections, made)
+        assert trimmer.snapshot()["collector"]["trimmerCollections"] == trimmer.collections
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
