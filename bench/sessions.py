@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.sessions            # K = 100, 400 and 1,000 against K = 1 (a minute or two)
     .venv/bin/python -m bench.sessions --quick    # K = 50 and 20 against K = 1, a few seconds
     .venv/bin/python -m bench.sessions --lateness # only the word lateness rows (K = 100 and 400)
+    .venv/bin/python -m bench.sessions --collector  # K = 400 word lateness beside the collector at 700
     .venv/bin/python -m bench.sessions --pace-ms 0 --deltas 200   # saturate instead
     .venv/bin/python -m bench.sessions --profile DIR              # cProfile each daemon into DIR
 
@@ -34,6 +35,11 @@ its highest word. The faux model waits one pace before its first word (a model's
 token), so one pace is the floor of every lateness. Rows per K: lateness p50 / p99 and events
 lost + duplicated, against K = 1 of the same run (a run of the same K and reply length serves
 both sets of rows).
+
+`--collector` measures the word lateness of K = 400 (`--quick` 100) twice: with the daemon's
+default `[gateway] collector_young_threshold` and, as the baseline, with Python's own 700 (the
+cyclic collector's youngest generation collected that much more often, and the older ones with
+it, each collection stopping the event loop).
 """
 
 from __future__ import annotations
@@ -58,6 +64,8 @@ END_PREFIX = b'{"type":"event","event":"session.status.changed"'
 CLIENTS_PER_WORKER = 250
 RUN_TIMEOUT_S = 300.0
 DELTA_EVENT = "session.message.delta"
+PYTHON_YOUNG_THRESHOLD = 700
+"""Python's own threshold for the cyclic collector's youngest generation (`gc.get_threshold()[0]`)."""
 WORD_NUMBER = re.compile(r"\bw(\d+)\b")
 """A word of the faux `!long N` reply and its number."""
 
@@ -67,6 +75,8 @@ class Plan:
     sessions: int
     deltas: int
     pace_ms: float
+    young_threshold: int | None = None
+    """The daemon's `[gateway] collector_young_threshold`; None leaves its default."""
 
 
 @dataclass(frozen=True)
@@ -208,9 +218,11 @@ async def _worker(spec: dict[str, Any]) -> None:
 def _config(plan: Plan) -> str:
     # Every client connects before any authenticates, all from loopback: lift the per-address
     # quota of unauthenticated connections above K.
+    threshold = f"collector_young_threshold = {plan.young_threshold}\n" if plan.young_threshold else ""
     return (
         "[gateway]\n"
         f"max_unauthenticated_per_address = {max(128, plan.sessions + 16)}\n"
+        f"{threshold}"
         "[runs]\n"
         f"max_concurrent = {plan.sessions}\n"
         f"max_live_sessions = {max(1000, plan.sessions)}\n"
@@ -279,7 +291,7 @@ def _rows(plan: Plan, got: Outcome, base: Outcome) -> list[Row]:
     ]
 
 
-def _lateness_rows(plan: Plan, got: Outcome, base: Outcome) -> list[Row]:
+def _lateness_rows(plan: Plan, got: Outcome, base: Outcome, baseline: str = "K=1") -> list[Row]:
     setting = f"K={plan.sessions:,} at once, !long {plan.deltas}, {plan.pace_ms:g} ms/word"
     note = "" if got.complete else " [timed out]"
     rows = [
@@ -288,19 +300,24 @@ def _lateness_rows(plan: Plan, got: Outcome, base: Outcome) -> list[Row]:
             setting,
             percentile(got.lateness_ms, q),
             "ms",
-            "K=1",
+            baseline,
             percentile(base.lateness_ms, q),
         )
         for q in (0.50, 0.99)
     ]
     lost = got.lost + got.duplicates
-    return [*rows, Row("events lost + duplicated", setting, lost, "", "K=1", base.lost + base.duplicates)]
+    return [*rows, Row("events lost + duplicated", setting, lost, "", baseline, base.lost + base.duplicates)]
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.sessions", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="K = 50 and 20 against K = 1, short runs")
     parser.add_argument("--lateness", action="store_true", help="only the word lateness rows")
+    parser.add_argument(
+        "--collector",
+        action="store_true",
+        help="only K = 400 word lateness (quick 100) beside the same with the collector at Python's 700",
+    )
     parser.add_argument("--pace-ms", type=float, default=20.0, help="faux pace per word (default 20)")
     parser.add_argument(
         "--deltas", type=int, help="words per reply (default 50; quick 10, except for word lateness)"
@@ -315,8 +332,9 @@ def main(argv: list[str] | None = None) -> None:
         args.profile.mkdir(parents=True, exist_ok=True)
     deltas = args.deltas or (10 if args.quick else 50)
     words = args.deltas or 50
-    sizes = [] if args.lateness else [50] if args.quick else [100, 1000]
-    lateness_sizes = [20] if args.quick else [100, 400]
+    sizes = [] if args.lateness or args.collector else [50] if args.quick else [100, 1000]
+    lateness_sizes = [] if args.collector else [20] if args.quick else [100, 400]
+    collector_sizes = ([100] if args.quick else [400]) if args.collector else []
     started = time.perf_counter()
     # A plan measured once serves every row that asks for it (in the full run, K = 1 and K = 100).
     outcomes: dict[Plan, Outcome] = {}
@@ -335,6 +353,10 @@ def main(argv: list[str] | None = None) -> None:
         base = outcome(Plan(1, words, args.pace_ms))
         plan = Plan(size, words, args.pace_ms)
         rows += _lateness_rows(plan, outcome(plan), base)
+    for size in collector_sizes:
+        base = outcome(Plan(size, words, args.pace_ms, young_threshold=PYTHON_YOUNG_THRESHOLD))
+        plan = Plan(size, words, args.pace_ms)
+        rows += _lateness_rows(plan, outcome(plan), base, baseline=f"collector at {PYTHON_YOUNG_THRESHOLD}")
     print(render(rows))
     print(f"\n({time.perf_counter() - started:.1f} s; ratios compare with a baseline from this same run)")
 

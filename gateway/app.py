@@ -103,6 +103,7 @@ RESTART_PREFIXES = (
     "gateway.max_unauthenticated_per_address",
     "gateway.allowed_hosts",
     "gateway.memory_trim_s",
+    "gateway.collector_young_threshold",
     "logging.",
     "database.",
     "sandbox.",

@@ -31,10 +31,11 @@ BENCHMARKS = {
     "fanout": 6,
     "runs": 3,
     "sessions": 8,
+    "sessions --collector": 3,
     "startup": 4,
     "store": 9,
 }
-"""Benchmark -> rows its quick run prints."""
+"""Benchmark (and options besides `--quick`) -> rows its quick run prints."""
 CLUSTER_MISSING = unavailable(PG_URL, REDIS_URL) if PG_URL else "GATEWAY_TEST_DATABASE_URL is not set"
 """Why `bench.cluster` cannot run here, or None."""
 _RATIO = re.compile(r"(?:\d[\d,]*\.\d\d|-)$")
@@ -49,7 +50,7 @@ def quick_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
         env["GATEWAY_BENCH_REDIS_URL"] = REDIS_URL
     procs = {
         name: subprocess.Popen(
-            [sys.executable, "-m", f"bench.{name}", "--quick"],
+            [sys.executable, "-m", f"bench.{name.split()[0]}", *name.split()[1:], "--quick"],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
@@ -96,10 +97,15 @@ def test_quick_run_prints_a_row_per_measurement(
     if name == "sessions":
         lost = [re.split(r"\s{2,}", r)[2] for r in rows if r.startswith("events lost")]
         assert lost == ["0", "0"], rows
+    if name in ("sessions", "sessions --collector"):
         assert [r.split("  ")[0] for r in rows if r.startswith("word lateness")] == [
             "word lateness p50",
             "word lateness p99",
         ], rows
+    if name == "sessions --collector":
+        lost = [re.split(r"\s{2,}", r)[2] for r in rows if r.startswith("events lost")]
+        assert lost == ["0"], rows
+        assert all("collector at 700" in row for row in rows), rows
     if name == "cluster":
         lost = [re.split(r"\s{2,}", r)[2:5:2] for r in rows if "events lost" in r]
         assert lost == [["0", "0"]] * 3, rows

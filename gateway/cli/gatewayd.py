@@ -139,22 +139,17 @@ def main(argv: list[str] | None = None) -> int:
         gc.enable()
 
 
-YOUNG_COLLECTION_THRESHOLD = 20_000
-"""Tracked objects allocated (net of those freed) between two collections of the youngest
-generation; Python's default is 700. At 700, 400 sessions starting at once made 650 young, 58
-middle and 5 full collections (up to 170 ms each, every live session's tools and context walked),
-0.7 s of collector time with the event loop stopped; at 20,000, 15 young and one middle (0.16 s),
-and the burst's word lateness p99 fell by about two fifths (docs/performance.md)."""
-
-
-def _collect_from_now_on() -> None:
+def _collect_from_now_on(young_threshold: int) -> None:
     """Move everything start-up made to the collector's permanent generation and turn it back
-    on, collecting the youngest generation every `YOUNG_COLLECTION_THRESHOLD` allocations (the
-    older generations keep their default ratios). The garbage start-up left in cycles (under a
-    thousand objects) stays with them."""
+    on, collecting the youngest generation every `young_threshold` allocations (`[gateway]
+    collector_young_threshold`; the older generations keep their default ratios). At Python's
+    700, 400 sessions starting at once made 650 young, 58 middle and 5 full collections (up to
+    170 ms each, every live session's tools and context walked, the event loop stopped); at the
+    default 20,000, 15 young and one middle (docs/performance.md). The garbage start-up left in
+    cycles (under a thousand objects) stays with them."""
     gc.freeze()
     _, middle, oldest = gc.get_threshold()
-    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, middle, oldest)
+    gc.set_threshold(young_threshold, middle, oldest)
     gc.enable()
 
 
@@ -311,7 +306,7 @@ async def _serve(
         detail = f": {reason}" if reason is not None else "; see the log above"
         print(f"gatewayd: could not start{detail}", file=sys.stderr)
         return 1
-    _collect_from_now_on()
+    _collect_from_now_on(config.gateway.collector_young_threshold)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     state = gateway.state

@@ -118,6 +118,9 @@ class GatewaySection(Section):
     shutdown_grace_s: Annotated[float, Field(ge=0)] = 30.0
     memory_trim_s: Annotated[float, Field(ge=0)] = 30.0
     """Seconds between two hand-backs of the C allocator's free pages to the system (0: never)."""
+    collector_young_threshold: Positive = 20_000
+    """Tracked objects allocated (net of those freed) between two collections of the cyclic
+    collector's youngest generation (Python's default is 700; docs/performance.md)."""
 
     @model_validator(mode="before")
     @classmethod

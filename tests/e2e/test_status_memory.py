@@ -61,3 +61,10 @@ async def test_a_burst_of_runs_costs_few_collections(gateway_home: Path) -> None
     assert young <= 8, after
     assert full == 0, after
     assert after["thresholds"][0] == 20_000
+
+
+async def test_the_collector_threshold_is_a_setting(gateway_home: Path) -> None:
+    with running_daemon(gateway_home, config="[gateway]\ncollector_young_threshold = 700\n") as daemon:
+        async with connected(daemon) as client:
+            collector = (await client.call("status"))["memory"]["collector"]
+    assert collector["thresholds"][0] == 700
