@@ -59,6 +59,8 @@ class Library:
         self._skills: dict[Path, tuple[float, list[Skill]]] = {}
         self._templates: dict[Path, tuple[float, list[PromptTemplate]]] = {}
         self._reported: dict[str, None] = {}
+        # Per workspace: the skills list the read roots were worked out from, and those roots.
+        self._read_roots: dict[Path, tuple[list[Skill], tuple[Path, ...]]] = {}
 
     # --- where ----------------------------------------------------------------------------------
 
@@ -70,16 +72,23 @@ class Library:
         """Where the prompt templates of an agent working in `workspace` are looked for."""
         return [workspace / WORKSPACE_PROMPTS, *self._prompt_dirs, self.home / "prompts"]
 
-    def read_roots(self, workspace: Path) -> list[Path]:
+    def read_roots(self, workspace: Path) -> tuple[Path, ...]:
         """The skill folders outside `workspace`: the agent's file tools may read them (a skill
-        lists its path for the agent to read), never write them."""
+        lists its path for the agent to read), never write them. Worked out again whenever the
+        skills are scanned again (every run asks; paths are resolved once per scan)."""
+        skills = self.skills(workspace)
+        known = self._read_roots.get(workspace)
+        if known is not None and known[0] is skills:
+            return known[1]
         root = workspace.resolve()
         out = []
-        for skill in self.skills(workspace):
+        for skill in skills:
             folder = skill.folder.resolve()
             if folder != root and root not in folder.parents:
                 out.append(folder)
-        return out
+        roots = tuple(out)
+        self._read_roots[workspace] = (skills, roots)
+        return roots
 
     # --- what -----------------------------------------------------------------------------------
 

@@ -106,7 +106,6 @@ def _refusal(classification: Classification) -> str:
 def _mediate_bash(
     tool: AgentTool, settings: SandboxSettings, audit: AuditCallback, machine: SandboxMachine
 ) -> AgentTool:
-    workspace = settings.workspace.resolve()
     threshold = settings.threshold
 
     def record(tool_call_id: str, command: str, classification: Classification, decision: str) -> None:
@@ -153,7 +152,9 @@ def _mediate_bash(
                 }
             )
             raise
-        bash = create_bash_tool(workspace, runner=runner)
+        # Resolved per command, not per session: building a session's tools stays cheap, and a
+        # command runs in what the workspace path names now.
+        bash = create_bash_tool(settings.workspace.resolve(), runner=runner)
         try:
             return await bash.execute(tool_call_id, params, signal, on_update)
         except ToolError as exc:
@@ -176,7 +177,7 @@ def sandbox_layer(
     """Wrap `tools` for `settings` (see the module docstring) with the runners `machine` offers.
     The workspace is created if it does not exist yet (bubblewrap can only bind an existing
     directory)."""
-    Path(settings.workspace).mkdir(parents=True, exist_ok=True)
+    settings.workspace.mkdir(parents=True, exist_ok=True)
     wrapped: list[AgentTool] = []
     for tool in tools:
         if tool.name in FILE_TOOL_NAMES:

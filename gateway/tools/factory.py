@@ -145,7 +145,7 @@ class ToolsFactory:
             output_cap_bytes=config.sandbox.output_cap_bytes,
             limits=self.limits,
             # Skills listed in the system prompt are read where they are.
-            read_roots=tuple(gw.directory.library.read_roots(workspace)),
+            read_roots=gw.directory.library.read_roots(workspace),
         )
         channels = gw.channels
         chat_tools = channels.tools_for(ctx.session) if channels is not None else []

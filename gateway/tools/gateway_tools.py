@@ -32,6 +32,24 @@ class GatewayToolsHost(Protocol):
     async def reload_config(self) -> dict[str, Any]: ...
 
 
+# Built once: every session's tools share these (a tool never changes its schema or metadata),
+# so the schema layer normalises each once (`gateway.tools.schema` keys by identity).
+_BRANCH_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {"label": {"type": "string"}}}
+_SPAWN_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "prompt": {"type": "string", "description": "The task for the sub-agent."},
+        "agentId": {"type": "string"},
+        "label": {"type": "string"},
+    },
+    "required": ["prompt"],
+}
+_INTERRUPT_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {"reason": {"type": "string"}}}
+_RELOAD_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+_WRITE_METADATA: dict[str, Any] = {"origin": "gateway", "scope": "operator.write"}
+_ADMIN_METADATA: dict[str, Any] = {"origin": "gateway", "scope": "operator.admin"}
+
+
 def _text(text: str, details: Any = None) -> AgentToolResult:
     return AgentToolResult(content=[TextContent(text=text)], details=details)
 
@@ -78,41 +96,33 @@ def gateway_tools(host: GatewayToolsHost, session_id: str) -> list[AgentTool]:
             label="Branch session",
             description="Fork this conversation at its latest message into a new branch session that "
             "can be continued separately. Returns the new session key.",
-            parameters={"type": "object", "properties": {"label": {"type": "string"}}},
+            parameters=_BRANCH_PARAMETERS,
             execute=branch,
-            metadata={"origin": "gateway", "scope": "operator.write"},
+            metadata=_WRITE_METADATA,
         ),
         AgentTool(
             name="session_spawn",
             label="Spawn sub-agent",
             description="Run a task in a separate sub-agent session and return its final answer. "
             "Use for self-contained subtasks.",
-            parameters={
-                "type": "object",
-                "properties": {
-                    "prompt": {"type": "string", "description": "The task for the sub-agent."},
-                    "agentId": {"type": "string"},
-                    "label": {"type": "string"},
-                },
-                "required": ["prompt"],
-            },
+            parameters=_SPAWN_PARAMETERS,
             execute=spawn,
-            metadata={"origin": "gateway", "scope": "operator.write"},
+            metadata=_WRITE_METADATA,
         ),
         AgentTool(
             name="agent_interrupt",
             label="Interrupt run",
             description="Stop the current run now, for example when the task cannot be completed.",
-            parameters={"type": "object", "properties": {"reason": {"type": "string"}}},
+            parameters=_INTERRUPT_PARAMETERS,
             execute=interrupt,
-            metadata={"origin": "gateway", "scope": "operator.write"},
+            metadata=_WRITE_METADATA,
         ),
         AgentTool(
             name="gateway_reload",
             label="Reload gateway config",
             description="Re-read the gateway configuration file without restarting.",
-            parameters={"type": "object", "properties": {}},
+            parameters=_RELOAD_PARAMETERS,
             execute=reload,
-            metadata={"origin": "gateway", "scope": "operator.admin"},
+            metadata=_ADMIN_METADATA,
         ),
     ]

@@ -17,6 +17,7 @@ extensions' `before_tool_call`/`after_tool_call` hooks wrap every tool the polic
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,11 +63,26 @@ class PipelineSpec(msgspec.Struct, kw_only=True, dict=True):
     """Calls the agent's approval policy asks about wait for a decision (`gateway.approvals`)."""
 
 
-def base_layer(workspace: Path) -> list[AgentTool]:
-    from agent_core.tools import create_coding_tools
+BASE_TOOL_SETS = 256
+"""Workspaces whose base coding tools are kept for the next session built there."""
+_base_tools: OrderedDict[Path, tuple[AgentTool, ...]] = OrderedDict()
+"""The base coding tools by workspace, most recently used last. Tools hold no state between
+calls and are never changed in place (layers make changed copies), so sessions of one workspace
+share them."""
 
+
+def base_layer(workspace: Path) -> list[AgentTool]:
     workspace.mkdir(parents=True, exist_ok=True)
-    return list(create_coding_tools(workspace))
+    tools = _base_tools.get(workspace)
+    if tools is None:
+        from agent_core.tools import create_coding_tools
+
+        tools = _base_tools[workspace] = tuple(create_coding_tools(workspace))
+        while len(_base_tools) > BASE_TOOL_SETS:
+            _base_tools.popitem(last=False)
+    else:
+        _base_tools.move_to_end(workspace)
+    return list(tools)
 
 
 def sandbox_stage(tools: list[AgentTool], spec: PipelineSpec) -> list[AgentTool]:

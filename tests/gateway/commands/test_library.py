@@ -72,7 +72,22 @@ def test_read_roots_are_the_skill_folders_outside_the_workspace(tmp_path: Path) 
     skill(workspace / ".agents" / "skills", "inside", "d")
     skill(tmp_path / "home" / "skills", "outside", "d")
 
-    assert library.read_roots(workspace) == [(tmp_path / "home" / "skills" / "outside").resolve()]
+    assert library.read_roots(workspace) == ((tmp_path / "home" / "skills" / "outside").resolve(),)
+
+
+def test_read_roots_follow_the_skills_rescan(tmp_path: Path) -> None:
+    clock = Clock()
+    workspace = tmp_path / "ws"
+    library = Library(home=tmp_path / "home", rescan_s=1.0, clock=clock)
+    skill(tmp_path / "home" / "skills", "first", "d")
+    first = (tmp_path / "home" / "skills" / "first").resolve()
+    assert library.read_roots(workspace) == (first,)
+
+    skill(tmp_path / "home" / "skills", "second", "d")
+    assert library.read_roots(workspace) == (first,)  # the skills were not scanned again yet
+    clock.now += 1.1
+    second = (tmp_path / "home" / "skills" / "second").resolve()
+    assert sorted(library.read_roots(workspace)) == sorted([first, second])
 
 
 def test_configured_dirs_are_relative_to_the_config_file(tmp_path: Path) -> None:

@@ -294,6 +294,21 @@ async def test_a_missing_workspace_is_created(tmp_path: Path) -> None:
     assert text_of(await call(tools["bash"], {"command": "pwd"})) == str(workspace.resolve())
 
 
+async def test_bash_runs_where_the_workspace_path_points_at_the_call(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder in (first, second):
+        folder.mkdir()
+        (folder / "marker.txt").write_text(folder.name)
+    workspace = tmp_path / "workspace"
+    workspace.symlink_to(first)
+    bash = tools_for(workspace, Audit())["bash"]  # built while the path names `first`
+    assert text_of(await call(bash, {"command": "cat marker.txt"})) == "first"
+
+    workspace.unlink()
+    workspace.symlink_to(second)
+    assert text_of(await call(bash, {"command": "cat marker.txt"})) == "second"
+
+
 async def test_auto_without_a_confining_runner_refuses_and_says_why(workspace: Path) -> None:
     audit = Audit()
     bash = tools_for(workspace, audit, bwrap=False, uid=False)["bash"]

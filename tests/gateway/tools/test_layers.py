@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -278,3 +280,28 @@ async def test_pipeline_bash_goes_through_exec_mediation(tmp_path: Path) -> None
     assert audits, "the refused command is audited"
     ok = await bash.execute("c2", {"command": "echo fine"}, None, None)
     assert "fine" in ok.content[0].text  # type: ignore[union-attr]
+
+
+def test_sessions_of_one_workspace_share_what_does_not_depend_on_the_session(tmp_path: Path) -> None:
+    from gateway.sandbox import SandboxMachine, SandboxSettings
+
+    def spec(session_id: str) -> PipelineSpec:
+        return PipelineSpec(
+            session=SimpleNamespace(id=session_id),
+            provider="openai",
+            workspace=tmp_path / "ws",
+            sandbox=SandboxSettings(workspace=tmp_path / "ws"),
+            machine=SandboxMachine(home=tmp_path / "home"),
+            audit=lambda record: None,
+            host=_Host(),
+        )
+
+    first = {tool.name: tool for tool in build_tools(spec("s-1"))}
+    shutil.rmtree(tmp_path / "ws")
+    second = {tool.name: tool for tool in build_tools(spec("s-2"))}
+    assert (tmp_path / "ws").is_dir(), "every build makes sure the workspace exists"
+    assert first.keys() == second.keys()
+    for name, tool in first.items():
+        # Normalised once: the gateway's own tools' schemas are built once, not per session.
+        assert second[name].parameters is tool.parameters, name
+        assert second[name].execute is not tool.execute, f"{name}: each session has its own wrappers"
