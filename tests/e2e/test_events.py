@@ -133,7 +133,16 @@ async def test_errors_and_aborts_end_the_chat_stream(gw: Daemon) -> None:
             "chat.send",
             {"sessionKey": "agent:main:ev-err", "message": "!long 3000", "idempotencyKey": "err-2"},
         )
-        await wait_for(client, lambda e: e["event"] == "chat" and e["payload"]["runId"] == "err-2")
+
+        def streamed_two_words(e: Any) -> bool:
+            if e["event"] != "chat" or e["payload"]["runId"] != "err-2":
+                return False
+            content = e["payload"].get("message", {}).get("content") or [{}]
+            return "w2" in str(content[0].get("text", ""))
+
+        # Abort once the stream shows two words, so the partial reply has them (the first delta
+        # may carry only the first word).
+        await wait_for(client, streamed_two_words)
         await client.call("chat.abort", {"sessionKey": "agent:main:ev-err"})
         aborted = await wait_for(client, run_end("err-2"))
         assert aborted["payload"]["state"] == "aborted"
