@@ -178,7 +178,7 @@ class Bridge:
                 listener(session_id, reason)
             except Exception:
                 log.exception("session change listener failed", reason=reason)
-        if self._sessions is None or not any(o.sessions_list for o in self.hub.outlets.values()):
+        if self._sessions is None or not self.hub.takes_sessions_changed():
             return
         self._changes.spawn(
             self._changed(self._sessions, session_id, reason, deleted), name="sessions-changed"

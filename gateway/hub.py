@@ -83,6 +83,8 @@ class Hub:
         self._key_waiters: dict[str, dict[str, Outlet]] = {}
         self._all_sessions_readers: dict[str, Outlet] = {}
         """Connections that get every session's `agent`/`chat` frames."""
+        self._list_readers: dict[str, Outlet] = {}
+        """Connections that get `sessions.changed` (subscribed to the list, with read scope)."""
 
     def __len__(self) -> int:
         return len(self.outlets)
@@ -128,6 +130,16 @@ class Hub:
 
     def key_wait_changed(self, outlet: Outlet, key: str) -> None:
         _index(self._key_waiters, key, outlet, self._registered(outlet) and outlet.waits_for(key))
+
+    def list_changed(self, outlet: Outlet) -> None:
+        if self._registered(outlet) and outlet.sessions_list and READ_SCOPE in outlet.scopes:
+            self._list_readers[outlet.conn_id] = outlet
+        else:
+            self._list_readers.pop(outlet.conn_id, None)
+
+    def takes_sessions_changed(self) -> bool:
+        """Whether some connection gets `sessions.changed` now."""
+        return bool(self._list_readers)
 
     def _registered(self, outlet: Outlet) -> bool:
         return self.outlets.get(outlet.conn_id) is outlet
@@ -193,9 +205,8 @@ class Hub:
             outlet.send_event(frame)
 
     def sessions_changed(self, frame: Frame) -> None:
-        for outlet in list(self.outlets.values()):
-            if outlet.sessions_list and READ_SCOPE in outlet.scopes:
-                outlet.send_event(frame)
+        for outlet in list(self._list_readers.values()):
+            outlet.send_event(frame)
 
 
 def _index(table: dict[str, dict[str, Outlet]], name: str, outlet: Outlet, member: bool) -> None:

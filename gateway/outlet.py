@@ -43,6 +43,8 @@ class FollowerIndex(Protocol):
 
     def key_wait_changed(self, outlet: Outlet, key: str) -> None: ...
 
+    def list_changed(self, outlet: Outlet) -> None: ...
+
 
 class Hold(msgspec.Struct, eq=False, dict=True):
     """Live native events of one session held back while its replay runs (oldest first; a None
@@ -68,14 +70,24 @@ class Outlet(SendBuffer):
         super().__init__(conn_id, transport, max_buffered_bytes, on_close=on_close)
         self.scopes: frozenset[str] = frozenset()
         self.caps: frozenset[str] = frozenset()
-        self.sessions_list = False
-        """Whether the connection gets `sessions.changed` (`sessions.subscribe`)."""
+        self._sessions_list = False
         self._replays = Background(f"replays of {conn_id}")
         self._native: dict[str, int] = {}
         self._holds: dict[str, Hold] = {}
         self._messages: set[str] = set()
         self._keys = KeySubscriptions()
         self._index: FollowerIndex | None = None
+
+    @property
+    def sessions_list(self) -> bool:
+        """Whether the connection gets `sessions.changed` (`sessions.subscribe`)."""
+        return self._sessions_list
+
+    @sessions_list.setter
+    def sessions_list(self, value: bool) -> None:
+        self._sessions_list = value
+        if self._index is not None:
+            self._index.list_changed(self)
 
     def grant(self, scopes: frozenset[str], caps: frozenset[str]) -> None:
         """What the handshake granted: decides which events the hub routes here."""
@@ -272,6 +284,7 @@ class Outlet(SendBuffer):
             index.following_changed(self, session_id)
         for key in self._keys.waited():
             index.key_wait_changed(self, key)
+        index.list_changed(self)
 
     def detach(self) -> None:
         """Stop reporting; the index is told of every subscription once more (to drop them)."""
@@ -282,6 +295,7 @@ class Outlet(SendBuffer):
             index.following_changed(self, session_id)
         for key in self._keys.waited():
             index.key_wait_changed(self, key)
+        index.list_changed(self)
 
     def _changed(self, session_id: str) -> None:
         if self._index is not None:

@@ -146,6 +146,35 @@ async def test_sessions_changed_goes_to_list_subscribers() -> None:
     await other.aclose()
 
 
+async def test_the_list_readers_index_follows_subscribe_unsubscribe_scope_and_leave() -> None:
+    hub = Hub()
+    assert not hub.takes_sessions_changed()
+    early = Outlet("early", Socket(), 1 << 20)
+    early.grant(READ, frozenset())
+    early.sessions_list = True  # subscribed before it is registered: counted once it is
+    assert not hub.takes_sessions_changed()
+    early.start()
+    hub.register(early)
+    assert hub.takes_sessions_changed()
+    early.sessions_list = False
+    assert not hub.takes_sessions_changed()
+    unscoped, sock_unscoped = connect(hub, "u", scopes=frozenset({"operator.write"}))
+    unscoped.sessions_list = True  # without read scope it gets no sessions.changed
+    assert not hub.takes_sessions_changed()
+    watching, sock_watching = connect(hub, "w")
+    watching.sessions_list = True
+    assert hub.takes_sessions_changed()
+    hub.sessions_changed(encode_event("sessions.changed", {"n": 1}, droppable=True))
+    await flush(watching, unscoped)
+    assert sock_watching.events() == [("sessions.changed", {"n": 1})] and sock_unscoped.events() == []
+    hub.remove("w")
+    assert not hub.takes_sessions_changed()
+    watching.sessions_list = True  # after it left: the hub no longer hears of it
+    assert not hub.takes_sessions_changed()
+    for outlet in (early, unscoped, watching):
+        await outlet.aclose()
+
+
 async def test_takers_count_each_shape_as_connections_subscribe_unsubscribe_and_leave() -> None:
     hub = Hub()
     nobody = Takers(native=False, messages=False, compat=False)
