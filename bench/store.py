@@ -15,6 +15,12 @@ that is dropped afterwards):
   session (expected: near 1, depth costs nothing extra).
 - time to create a branch of a 10,000-entry transcript beside a 10-entry one (expected: near 1;
   nothing is copied).
+- a run's context from the database: the time to read what the context of a 10,000-message
+  conversation (a question, a 40-word answer, ...) is built from and build it
+  (`Store.transcript.context_entries` then `sessions.context.build_context`, what a run does
+  when its context is not cached), beside the raw driver reading the same rows (`sqlite3` or
+  asyncpg, one SELECT) and the same build, both with the cyclic collector set as gatewayd sets
+  it. The ratio is what the store's read adds.
 - the journal (`bench._journal_load`): events/s through `Journal.append` with 100 sessions
   streaming at once, beside the raw driver storing the same events in batches of 1,000; and, beside
   one session streaming alone, the commit latency (append to publish) p50 / p99 and the events per
@@ -23,6 +29,7 @@ that is dropped afterwards):
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sqlite3
@@ -30,17 +37,23 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 from sqlalchemy.engine import make_url
 
+from agent_core import AssistantMessage, TextContent, UserMessage
 from bench import _report
 from bench._journal_load import RAW_BATCH, JournalLoad, journal_load, raw_postgres_rate, raw_sqlite_rate
+from gateway.config.sections import GatewaySection
+from sessions.context import build_context
 from sessions.db import normalize_url
 from sessions.ids import new_id
+from sessions.records import ContextEntry
 from sessions.store import NewEntry, NewEvent, Store, default_url
 
 BATCH = 100
@@ -71,6 +84,20 @@ def _dumps(value: object) -> str:
 
 def _entries(count: int, prefix: str = "") -> list[NewEntry]:
     return [NewEntry("message", dict(PAYLOAD, n=f"{prefix}{i}")) for i in range(count)]
+
+
+RawContextRead = Callable[[str], Awaitable[Sequence[Sequence[Any]]]]
+"""The raw driver's read of a session's (id, kind, payload) rows in position order."""
+CONTEXT_SQL = "SELECT id, kind, payload FROM entries WHERE session_id = {} ORDER BY position"
+
+
+def _conversation(count: int) -> list[NewEntry]:
+    """`count` messages of a conversation: a question, then a 40-word answer, and so on."""
+    question = UserMessage(content=[TextContent(text="what next? " * 5)]).dump()
+    answer = AssistantMessage(
+        content=[TextContent(text="word " * 40)], api="bench", provider="bench", model="bench"
+    ).dump()
+    return [NewEntry("message", question if i % 2 == 0 else answer) for i in range(count)]
 
 
 async def _timed(call: Callable[[], Awaitable[object]], repeats: int) -> float:
@@ -209,8 +236,55 @@ async def _chain(store: Store, total: int, levels: int) -> str:
     return session_id
 
 
+@contextmanager
+def _collector_as_in_the_daemon() -> Iterator[None]:
+    """The cyclic collector as gatewayd runs it: what exists so far frozen, the youngest generation
+    collected every `[gateway] collector_young_threshold` allocations (its default). A context
+    build allocates several objects per message; at Python's own threshold the collections it
+    sets off would be most of what this row measures, which the daemon does not pay."""
+    young = GatewaySection.model_fields["collector_young_threshold"].default
+    saved = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(young, saved[1], saved[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*saved)
+        gc.unfreeze()
+
+
+async def _context_row(store: Store, backend: str, sizes: Sizes, raw_read: RawContextRead) -> Row:
+    session = await store.tree.create_session(agent_id="bench")
+    for start in range(0, sizes.long, 1000):
+        await store.transcript.append(session.id, _conversation(min(1000, sizes.long - start)))
+
+    async def ours() -> object:
+        return build_context(await store.transcript.context_entries(session.id))
+
+    async def bare() -> object:
+        return build_context(list(map(ContextEntry._make, await raw_read(session.id))))
+
+    with _collector_as_in_the_daemon():
+        t_ours, t_bare = await _timed(ours, sizes.repeats), await _timed(bare, sizes.repeats)
+    driver = "asyncpg" if backend == "postgresql" else "sqlite3"
+    return Row(
+        f"a run's context from the database, {sizes.long:,} messages",
+        backend,
+        t_ours * 1e3,
+        "ms",
+        f"raw {driver} SELECT + the same build",
+        t_bare * 1e3,
+    )
+
+
 async def _rows_for(
-    store: Store, backend: str, sizes: Sizes, raw: tuple[float, float], raw_name: str
+    store: Store,
+    backend: str,
+    sizes: Sizes,
+    raw: tuple[float, float],
+    raw_name: str,
+    raw_context: RawContextRead,
 ) -> list[Row]:
     entries_rate, events_rate = await _append_rates(store, sizes.batches)
     rows = [
@@ -242,6 +316,7 @@ async def _rows_for(
             t_long * 1e3,
         )
     )
+    rows.append(await _context_row(store, backend, sizes, raw_context))
     tiny = await _filled(store, 10)
     b_tiny = await _timed(lambda: store.tree.branch(tiny), sizes.repeats * 3)
     b_long = await _timed(lambda: store.tree.branch(chained), sizes.repeats * 3)
@@ -279,7 +354,15 @@ async def _sqlite_rows(sizes: Sizes) -> list[Row]:
         raw = _raw_sqlite_rates(home / "raw.db", sizes.batches)
         raw_journal = raw_sqlite_rate(home / "raw-journal.db", sizes.journal_sessions, sizes.journal_deltas)
         async with Store.open(default_url(home)) as store:
-            rows = await _rows_for(store, "sqlite", sizes, raw, "raw sqlite3 executemany")
+            reader = sqlite3.connect(home / "gateway.db")
+
+            async def raw_context(session_id: str) -> Sequence[Sequence[Any]]:
+                return reader.execute(CONTEXT_SQL.format("?"), (session_id,)).fetchall()
+
+            try:
+                rows = await _rows_for(store, "sqlite", sizes, raw, "raw sqlite3 executemany", raw_context)
+            finally:
+                reader.close()
             name = f"raw sqlite3 executemany, {RAW_BATCH:,}/batch"
             return rows + await _journal_rows(store, "sqlite", sizes, raw_journal, name)
 
@@ -291,7 +374,17 @@ async def _postgres_rows(url: str, sizes: Sizes) -> list[Row]:
     raw_journal = await _raw_postgres_journal_rate(url, sizes)
     try:
         async with Store.open(scoped) as store:
-            rows = await _rows_for(store, "postgresql", sizes, raw, "raw asyncpg executemany")
+            reader = await _pg_connect(url)
+            await reader.execute(f'SET search_path TO "{schema}"')
+
+            async def raw_context(session_id: str) -> Sequence[Sequence[Any]]:
+                return list(await reader.fetch(CONTEXT_SQL.format("$1"), session_id))
+
+            try:
+                name = "raw asyncpg executemany"
+                rows = await _rows_for(store, "postgresql", sizes, raw, name, raw_context)
+            finally:
+                await reader.close()
             name = f"raw asyncpg executemany, {RAW_BATCH:,}/batch"
             return rows + await _journal_rows(store, "postgresql", sizes, raw_journal, name)
     finally:

@@ -7,18 +7,14 @@ session's own entries, or None for all of them), root-most first. The ancestor c
 one recursive query and the entries of every segment in one more, so building a transcript costs
 two queries however deep the tree, and checking a branch point costs the same for any length.
 
-A model context needs less than the transcript: with a compaction on the path, only the newest
-compaction entry and the entries from its first kept entry on (`sessions.context.view_of`).
-`context_entries` finds that compaction by walking each segment's entries backwards from the end
-(the `(session_id, position)` index), so neither finding nor reading the context touches the
-entries before it: the cost follows the size of the context, not the length of the transcript.
+A model context needs less than the transcript; `sessions._context_read` reads it, on the driver
+itself, with `visible_segments` from here.
 
 Every function runs inside the caller's transaction.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +22,7 @@ from sqlalchemy import ColumnElement, Select, bindparam, exists, func, literal, 
 
 from sessions import _store_rows as rows
 from sessions.errors import NotFound, StoreError
-from sessions.records import ContextEntry, EntryRecord, SessionRecord, TreeNode
+from sessions.records import EntryRecord, SessionRecord, TreeNode
 from sessions.schema import EntryKind, entries, session_keys, sessions
 
 if TYPE_CHECKING:
@@ -37,7 +33,7 @@ Start = tuple[int, int]
 """Where a read starts: (index of a segment, position of the first entry read in it)."""
 
 # Guards against a corrupt parent cycle; real trees are a handful of levels deep.
-_MAX_DEPTH = 10_000
+MAX_DEPTH = 10_000
 # Segments per compound SELECT (SQLite allows 500 terms).
 _SEGMENTS_PER_QUERY = 100
 
@@ -55,7 +51,7 @@ def _chain_query() -> Select[Any]:
         select(parent.c.id, parent.c.parent_id, parent.c.branch_point, chain.c.depth + 1).where(
             parent.c.id == chain.c.parent_id,
             chain.c.branch_point.is_not(None),
-            chain.c.depth < _MAX_DEPTH,
+            chain.c.depth < MAX_DEPTH,
         )
     )
     return (
@@ -83,25 +79,24 @@ async def segments(conn: AsyncConnection, session_id: str) -> list[Segment]:
     return visible_segments(found)
 
 
-def visible_segments(chain: Sequence[rows.AnyRow]) -> list[Segment]:
-    """Segments of the transcript of `chain[0]`, given its ancestors nearest first.
+def visible_segments(chain: Sequence[Sequence[Any]]) -> list[Segment]:
+    """Segments of the transcript of `chain[0]`, given its ancestors nearest first, each row
+    (id, branch point, owner of the branch point, its position).
 
-    Every row but the last carries the owner (`bp_session`) and position (`bp_position`) of its
-    branch point. A branch point may lie in the parent's own entries or further up (a branch of a
-    session that had no entries of its own): segments above the owner stay, the owner's is cut at
-    the branch point, the ones below it go.
+    Every row but the last carries the owner and position of its branch point. A branch point may
+    lie in the parent's own entries or further up (a branch of a session that had no entries of
+    its own): segments above the owner stay, the owner's is cut at the branch point, the ones
+    below it go.
     """
-    result: list[Segment] = [(chain[-1]._mapping["id"], None)]
-    for row in reversed(chain[:-1]):
-        m = row._mapping
-        owner, position = m["bp_session"], m["bp_position"]
+    result: list[Segment] = [(chain[-1][0], None)]
+    for session_id, branch_point, owner, position in reversed(chain[:-1]):
         index = next((i for i, (sid, _) in enumerate(result) if sid == owner), None)
         if index is None or position is None:
-            raise StoreError(f"session {m['id']}: branch point {m['branch_point']} is not in its parent")
+            raise StoreError(f"session {session_id}: branch point {branch_point} is not in its parent")
         limit = result[index][1]
         if limit is not None and position > limit:
-            raise StoreError(f"session {m['id']}: branch point {m['branch_point']} is past its parent's view")
-        result[index:] = [(owner, position), (m["id"], None)]
+            raise StoreError(f"session {session_id}: branch point {branch_point} is past its parent's view")
+        result[index:] = [(owner, position), (session_id, None)]
     return result
 
 
@@ -149,69 +144,6 @@ async def message_page(
         wanted -= take
         to_skip = 0
     return page, sum(counts)
-
-
-async def context_entries(conn: AsyncConnection, parts: Sequence[Segment]) -> list[ContextEntry]:
-    """What a model context is built from, in transcript order: the whole transcript without a
-    compaction; with one, the newest compaction entry and the entries from its first kept entry
-    on (or from the compaction entry itself when the first kept entry is not before it, as
-    `sessions.context.view_of` reads it)."""
-    start = await _context_start(conn, parts)
-    columns = [entries.c.id, entries.c.kind, entries.c.payload, entries.c.position]
-    return [
-        ContextEntry(row.id, row.kind, row.payload)
-        for row in await _segment_rows(conn, parts, columns, start)
-    ]
-
-
-async def _context_start(conn: AsyncConnection, parts: Sequence[Segment]) -> Start | None:
-    """Where the context begins; None for the beginning of the transcript."""
-    newest = await _newest_compaction(conn, parts)
-    if newest is None:
-        return None
-    level, position, payload = newest
-    first_kept = _first_kept_id(payload)
-    if first_kept is not None:
-        where = (
-            await conn.execute(
-                select(entries.c.session_id, entries.c.position).where(entries.c.id == first_kept)
-            )
-        ).first()
-        if where is not None:
-            owner, kept_position = where
-            for index in range(level + 1):
-                sid, limit = parts[index]
-                if sid != owner or (limit is not None and kept_position > limit):
-                    continue
-                if index < level or kept_position < position:
-                    return index, kept_position
-    return level, position
-
-
-async def _newest_compaction(conn: AsyncConnection, parts: Sequence[Segment]) -> tuple[int, int, str] | None:
-    """(segment index, position, payload text) of the last compaction entry of the transcript.
-    Each segment is searched from its end, so only the entries after the compaction are passed
-    over (all of them when there is none: then the context is the whole transcript anyway)."""
-    for level in range(len(parts) - 1, -1, -1):
-        sid, limit = parts[level]
-        query = select(entries.c.position, entries.c.payload).where(
-            entries.c.session_id == sid, entries.c.kind == EntryKind.COMPACTION.value
-        )
-        if limit is not None:
-            query = query.where(entries.c.position <= limit)
-        row = (await conn.execute(query.order_by(entries.c.position.desc()).limit(1))).first()
-        if row is not None:
-            return level, int(row.position), str(row.payload)
-    return None
-
-
-def _first_kept_id(payload: str) -> str | None:
-    try:
-        value: Any = json.loads(payload)
-    except ValueError:
-        return None
-    kept = value.get("firstKeptEntryId") if isinstance(value, dict) else None
-    return kept if isinstance(kept, str) else None
 
 
 async def _segment_rows(
@@ -272,7 +204,7 @@ async def subtree_deepest_first(conn: AsyncConnection, session_id: str) -> list[
     )
     child = sessions.alias("child")
     tree = tree.union_all(
-        select(child.c.id, tree.c.depth + 1).where(child.c.parent_id == tree.c.id, tree.c.depth < _MAX_DEPTH)
+        select(child.c.id, tree.c.depth + 1).where(child.c.parent_id == tree.c.id, tree.c.depth < MAX_DEPTH)
     )
     return list((await conn.execute(select(tree.c.id).order_by(tree.c.depth.desc()))).scalars().all())
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy import select
 
+from sessions import _context_read as context_read
 from sessions import _group_commit as group_commit
 from sessions import _store_rows as rows
 from sessions import _store_tree as tree_queries
@@ -66,10 +67,8 @@ class Transcripts:
         session's path, every entry; with one, the newest compaction entry and the entries from
         its first kept entry on, payloads as stored JSON text. Entries before the newest
         compaction are not read, so the cost follows the context, not the transcript's length.
-        Raise NotFound for an unknown session."""
-        async with self._db.read() as conn:
-            parts = await tree_queries.segments(conn, session_id)
-            return await tree_queries.context_entries(conn, parts)
+        Raise NotFound for an unknown session. A direct read (`sessions._context_read`)."""
+        return await self._db.read_direct(lambda tx: context_read.context_entries(tx, session_id))
 
     async def own_entries(
         self, session_id: str, after_position: int = 0, limit: int | None = None
