@@ -1,7 +1,7 @@
 """Closing what a crash left open.
 
-Runs still marked `running` when the daemon starts were cut off. For each: the completed messages
-are already transcript entries (a message is committed before the loop acts on it); tool calls of
+Runs still marked `running` when the daemon starts were cut off. For each: every message the event
+log shows completed is already a transcript entry (they commit together, in order); tool calls of
 the last assistant message that never got a result get an error result (so the transcript stays
 valid for every provider); the reply that was being streamed becomes an assistant entry with
 `stopReason: "aborted"` holding the text streamed so far (recovered from the event log); the run,

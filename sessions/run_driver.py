@@ -226,10 +226,12 @@ class RunDriver:
         if not drafts and not entries:
             return
         item = JournalItem(live.session_id, entries=entries, events=live.number(drafts, run.run_id))
-        if entries:
+        if isinstance(event, MessageEndEvent) and _acted_on(event.message):
             # Durable before the loop acts on it: tools run only once their call is stored.
             await self._journal.commit(item)
         else:
+            # Committed in order with everything after it: a prompt's entry goes to the database
+            # while the model is asked, not before.
             await self._journal.append(item)
 
     def _completed(self, message: AgentMessage) -> None:
@@ -324,6 +326,14 @@ class RunDriver:
         text = _error_text(run, _termination_reason(run), self._settings) or STREAM_ABORTED_TEXT
         closing = cut_off_messages(orphans, run.partial_text, ref, text)
         await self._store_closing(closing, last_id=run.partial_message_id)
+
+
+def _acted_on(message: AgentMessage) -> bool:
+    """Whether the loop's next step acts on `message` outside the gateway: the tool calls of an
+    assistant reply run next. Such a message is committed before the loop goes on; any other
+    (a prompt, a tool's result, a reply without calls) is appended, and the journal's order
+    makes it durable before anything the run records after it."""
+    return isinstance(message, AssistantMessage) and bool(tool_calls_of(message))
 
 
 def _termination_reason(run: RunState) -> TerminationReason:

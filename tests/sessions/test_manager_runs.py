@@ -9,7 +9,16 @@ from typing import Any
 import msgspec
 import pytest
 
-from agent_core import AbortSignal, AgentTool, StreamFn
+from agent_core import (
+    AbortSignal,
+    AgentTool,
+    AssistantMessageEventStream,
+    Context,
+    Model,
+    StreamFn,
+    StreamOptions,
+)
+from agent_core.providers import stream_simple
 from sessions.errors import StoreUnavailable
 from sessions.profiles import RunContext
 from tests.sessions.manager_support import (
@@ -75,6 +84,37 @@ async def test_a_run_persists_every_message_and_numbered_event(harnesses: Harnes
     assert record is not None and record.status == "done" and record.run_id == "run-1"
     refreshed = await h.store.tree.get_session(session.id)
     assert refreshed is not None and refreshed.status == "idle"
+
+
+async def test_the_model_is_asked_while_the_prompt_commits_and_tools_wait_for_their_call_to_be_stored(
+    harnesses: HarnessFactory,
+) -> None:
+    """A prompt's entry is queued for the journal and the model asked at once (the commit goes on
+    meanwhile); an assistant message with tool calls is stored before its tools run. The log and
+    the transcript end the same either way."""
+    pending_when_asked: list[int] = []
+    stored_when_run: list[list[tuple[str, str]]] = []
+    harness: list[Any] = []
+
+    def asking(model: Model, context: Context, options: StreamOptions) -> AssistantMessageEventStream:
+        pending_when_asked.append(harness[0].manager.journal.pending_for(options.session_id))
+        return stream_simple(model, context, options)
+
+    async def probe(params: dict[str, Any], signal: AbortSignal | None) -> str:
+        stored_when_run.append(await harness[0].texts(session.id))
+        return "probed"
+
+    h = await harnesses(tools=tools_factory(tool("probe", probe)), stream_fn=asking)
+    harness.append(h)
+    session = await h.session()
+    await h.send(session, '!tool probe {"text": "x"}', "p-1")
+    assert (await h.wait("p-1"))["status"] == "ok"
+    # The prompt (with the run's opening events) was still queued when the model was first asked.
+    assert len(pending_when_asked) == 2 and pending_when_asked[0] >= 1
+    # The tool ran only once the prompt and the reply calling it were stored.
+    assert stored_when_run == [[("user", '!tool probe {"text": "x"}'), ("assistant", "call:probe")]]
+    assert [role for role, _ in await h.texts(session.id)] == ["user", "assistant", "toolResult", "assistant"]
+    await h.check_log(session.id)
 
 
 async def test_usage_of_each_run_is_added_to_the_session(harnesses: HarnessFactory) -> None:
