@@ -100,6 +100,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", EXCLUSIVE_MARKER)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests marked `slow` first, each group in its collected order: pytest-xdist hands tests
+    out in this order, so a test of minutes given out last would keep one worker busy long after
+    the others ran out of work."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[_MACHINE_LOCK] = worker_lock(session.config)
 

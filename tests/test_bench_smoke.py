@@ -39,6 +39,7 @@ BENCHMARKS = {
 """Benchmark (and options besides `--quick`) -> rows its quick run prints."""
 CLUSTER_MISSING = unavailable(PG_URL, REDIS_URL) if PG_URL else "GATEWAY_TEST_DATABASE_URL is not set"
 """Why `bench.cluster` cannot run here, or None."""
+pytestmark = pytest.mark.slow
 _RATIO = re.compile(r"(?:\d[\d,]*\.\d\d|-)$")
 
 
