@@ -1,8 +1,9 @@
 """What `gatewayd`'s start-up path imports: uvicorn's server without its command line, the method
 table and its params models only with the first method call, the approval policy only with the
 first run of an agent whose policy asks, exec mediation and its bash grammar only with the first
-run's tools. Each probe runs in a fresh interpreter (this one has
-imported everything already)."""
+run's tools. And what `gatewayctl` imports to start: a client of the protocol, it loads neither
+the session model (SQLAlchemy with it) nor the engine. Each probe runs in a fresh interpreter
+(this one has imported everything already)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,21 @@ def test_the_start_up_path_leaves_the_cli_the_method_table_and_the_policy_for_la
         """
     )
     assert [name for name in state if _within(name, LATER)] == []
+
+
+CTL_NEVER = ("sessions", "sqlalchemy", "agent_core.agent", "agent_core.loop", "agent_core.messages")
+
+
+def test_gatewayctl_starts_without_the_session_model_or_the_engine() -> None:
+    state = _probe(
+        """
+        import json, sys
+        from gateway.cli import gatewayctl
+        from gateway.protocol.methods import OPERATOR_SCOPES
+        print(json.dumps(sorted(sys.modules)))
+        """
+    )
+    assert [name for name in state if _within(name, CTL_NEVER)] == []
 
 
 def test_uvicorn_without_its_command_line_is_uvicorn_with_every_name_on_first_use() -> None:
