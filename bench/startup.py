@@ -1,5 +1,6 @@
 """Start-up: time from spawning `gatewayd` to its first accepted connection, and its idle memory,
-beside a bare Python process (`python -c pass`) started the same way.
+beside a bare Python process (`python -c pass`) started the same way; and the time `gatewayctl`
+takes to start (`gatewayctl --help`: every command's parser built, nothing sent), beside the same.
 
     .venv/bin/python -m bench.startup            # 5 starts of each kind (about half a minute)
     .venv/bin/python -m bench.startup --quick    # 1 start of each kind, RSS after 0.2 s
@@ -78,12 +79,27 @@ def _start(home: Path, settle_s: float, env: Mapping[str, str]) -> tuple[float, 
 def _bare_python(env: Mapping[str, str]) -> tuple[float, float]:
     """One `python -c pass` with `env` over this process's environment: (seconds from spawn to
     exit, peak RSS in MiB)."""
+    return _to_exit(["-c", "pass"], env)
+
+
+def _gatewayctl_help(env: Mapping[str, str]) -> float:
+    """Seconds from spawning `gatewayctl --help` (its output discarded) to its exit."""
+    return _to_exit(["-m", "gateway.cli.gatewayctl", "--help"], env)[0]
+
+
+def _to_exit(args: list[str], env: Mapping[str, str]) -> tuple[float, float]:
+    """The interpreter with `args`, stdout discarded: (seconds from spawn to exit, peak RSS in MiB)."""
     start = time.monotonic()
-    pid = os.posix_spawn(sys.executable, [sys.executable, "-c", "pass"], {**os.environ, **env})
+    pid = os.posix_spawn(
+        sys.executable,
+        [sys.executable, *args],
+        {**os.environ, **env},
+        file_actions=[(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)],
+    )
     _, status, usage = os.wait4(pid, 0)
     elapsed = time.monotonic() - start
     if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError("python -c pass failed")
+        raise RuntimeError(f"python {' '.join(args)} failed")
     return elapsed, usage.ru_maxrss / 1024  # KiB on Linux
 
 
@@ -98,9 +114,11 @@ def _run(repeats: int, settle_s: float, env: Mapping[str, str]) -> list[Row]:
     cold: list[tuple[float, float]] = []
     warm: list[tuple[float, float]] = []
     bare: list[tuple[float, float]] = []
+    ctl: list[float] = []
     # Unmeasured starts first, so that every measured one finds the interpreter's and the
     # project's files in the page cache (and their bytecode in the cache) as the others do.
     _bare_python(env)
+    _gatewayctl_help(env)
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         home = Path(tmp) / "home"
         home.mkdir()
@@ -114,6 +132,7 @@ def _run(repeats: int, settle_s: float, env: Mapping[str, str]) -> list[Row]:
             cold.append(_start(home, settle_s, env))
             bare.append(_bare_python(env))
             warm.append(_start(home, settle_s, env))
+            ctl.append(_gatewayctl_help(env))
     base_s = median([b[0] for b in bare]) * 1e3
     base_rss = median([b[1] for b in bare])
     return [
@@ -129,6 +148,14 @@ def _run(repeats: int, settle_s: float, env: Mapping[str, str]) -> list[Row]:
             "start to first handshake",
             "warm (existing home)",
             median([w[0] for w in warm]) * 1e3,
+            "ms",
+            "python -c pass",
+            base_s,
+        ),
+        Row(
+            "start to exit",
+            "gatewayctl --help",
+            median(ctl) * 1e3,
             "ms",
             "python -c pass",
             base_s,

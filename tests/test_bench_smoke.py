@@ -33,7 +33,7 @@ BENCHMARKS = {
     "runs": 3,
     "sessions": 8,
     "sessions --collector": 3,
-    "startup": 4,
+    "startup": 5,
     "store": 10,
 }
 """Benchmark (and options besides `--quick`) -> rows its quick run prints."""
