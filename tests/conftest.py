@@ -101,10 +101,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The tests marked `slow` first, each group in its collected order: pytest-xdist hands tests
-    out in this order, so a test of minutes given out last would keep one worker busy long after
-    the others ran out of work."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The `exclusive` tests first, then the `slow` ones, then the rest, each group in its
+    collected order: pytest-xdist hands tests out in this order. An exclusive test waits for the
+    tests running beside it while no new one starts; at the start nothing long is running yet. A
+    test of minutes given out last would keep one worker busy long after the others ran out of
+    work."""
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("exclusive") is None,
+            item.get_closest_marker("slow") is None,
+        )
+    )
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -212,6 +212,7 @@ async def test_a_command_holds_none_of_the_daemons_descriptors(
 
 
 @needs_bwrap
+@pytest.mark.exclusive  # health's latency is measured: other workers' load would be in it
 async def test_a_fork_flood_ends_at_the_process_limit_and_health_stays_fast(bwrap_daemon: Daemon) -> None:
     # The concurrent client runs in a thread of its own, so the test's own work on this event
     # loop does not count as the daemon's latency.
