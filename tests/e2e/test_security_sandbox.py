@@ -214,6 +214,9 @@ async def test_a_command_holds_none_of_the_daemons_descriptors(
 @needs_bwrap
 @pytest.mark.exclusive  # health's latency is measured: other workers' load would be in it
 async def test_a_fork_flood_ends_at_the_process_limit_and_health_stays_fast(bwrap_daemon: Daemon) -> None:
+    # A first run imports what runs need (exec mediation and its grammar, the engine's loop):
+    # done before measuring, so that health's latency is the flood's alone.
+    await _bash(bwrap_daemon, "agent:main:fork-flood-warm-up", "true")
     # The concurrent client runs in a thread of its own, so the test's own work on this event
     # loop does not count as the daemon's latency.
     stop = threading.Event()
