@@ -226,8 +226,10 @@ class RunDriver:
         if not drafts and not entries:
             return
         item = JournalItem(live.session_id, entries=entries, events=live.number(drafts, run.run_id))
-        if isinstance(event, MessageEndEvent) and _acted_on(event.message):
-            # Durable before the loop acts on it: tools run only once their call is stored.
+        if isinstance(event, MessageEndEvent) and not _is_prompt(event.message):
+            # Durable before the loop goes on: tools run only once their call is stored, and a
+            # store that refuses the session's writes (deleted, taken by another node) stops the
+            # run before its next step.
             await self._journal.commit(item)
         else:
             # Committed in order with everything after it: a prompt's entry goes to the database
@@ -328,12 +330,12 @@ class RunDriver:
         await self._store_closing(closing, last_id=run.partial_message_id)
 
 
-def _acted_on(message: AgentMessage) -> bool:
-    """Whether the loop's next step acts on `message` outside the gateway: the tool calls of an
-    assistant reply run next. Such a message is committed before the loop goes on; any other
-    (a prompt, a tool's result, a reply without calls) is appended, and the journal's order
-    makes it durable before anything the run records after it."""
-    return isinstance(message, AssistantMessage) and bool(tool_calls_of(message))
+def _is_prompt(message: AgentMessage) -> bool:
+    """Whether `message` is a prompt (a user's message: the run's own, or one that joined it).
+    The loop's next step with it is asking the model, which changes nothing outside the gateway,
+    so its entry need not be durable first; the journal's order makes it durable before anything
+    the run records after it. Every other completed message is committed before the loop goes on."""
+    return message.role == "user"
 
 
 def _termination_reason(run: RunState) -> TerminationReason:

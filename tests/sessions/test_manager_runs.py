@@ -91,7 +91,9 @@ async def test_the_model_is_asked_while_the_prompt_commits_and_tools_wait_for_th
 ) -> None:
     """A prompt's entry is queued for the journal and the model asked at once (the commit goes on
     meanwhile); an assistant message with tool calls is stored before its tools run. The log and
-    the transcript end the same either way."""
+    the transcript end the same either way. (A tool's result is stored before the model is asked
+    again: `test_deleting_a_session_during_its_run_harms_no_other` needs the refused commit to stop
+    the run.)"""
     pending_when_asked: list[int] = []
     stored_when_run: list[list[tuple[str, str]]] = []
     harness: list[Any] = []
