@@ -26,27 +26,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from sessions._direct_write import DirectWrite
-from sessions._store_tree import MAX_DEPTH, Segment, Start, visible_segments
+from sessions._store_tree import CHAIN_SQL, Segment, Start, visible_segments
 from sessions.errors import NotFound
 from sessions.records import ContextEntry
 from sessions.schema import EntryKind
 
 __all__ = ["context_entries"]
 
-# The session and its ancestors up to the first without a branch point, nearest first, each
-# with the owner and position of its branch point (as `sessions._store_tree.segments` reads it).
-_CHAIN_SQL = f"""
-WITH RECURSIVE chain (id, parent_id, branch_point, depth) AS (
-    SELECT id, parent_id, branch_point, 0 FROM sessions WHERE id = ?
-    UNION ALL
-    SELECT parent.id, parent.parent_id, parent.branch_point, chain.depth + 1
-    FROM sessions AS parent JOIN chain ON parent.id = chain.parent_id
-    WHERE chain.branch_point IS NOT NULL AND chain.depth < {MAX_DEPTH}
-)
-SELECT chain.id, chain.branch_point, entries.session_id, entries.position
-FROM chain LEFT OUTER JOIN entries ON entries.id = chain.branch_point
-ORDER BY chain.depth
-"""
 _COMPACTION_KIND = EntryKind.COMPACTION.value
 _ENTRY_AT_SQL = "SELECT session_id, position FROM entries WHERE id = ?"
 
@@ -54,7 +40,7 @@ _ENTRY_AT_SQL = "SELECT session_id, position FROM entries WHERE id = ?"
 async def context_entries(tx: DirectWrite, session_id: str) -> list[ContextEntry]:
     """The entries a context of `session_id` is built from, in transcript order (payloads as
     stored JSON text). Raise NotFound for an unknown session."""
-    chain = await tx.fetch(_CHAIN_SQL, [session_id])
+    chain = await tx.fetch(CHAIN_SQL, [session_id])
     if not chain:
         raise NotFound(f"no session {session_id}")
     parts = visible_segments(chain)

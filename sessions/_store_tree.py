@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Select, bindparam, exists, func, literal, or_, select, union_all
+from sqlalchemy import ColumnElement, Select, exists, func, literal, or_, select, text, union_all
 
 from sessions import _store_rows as rows
 from sessions.errors import NotFound, StoreError
@@ -38,37 +38,22 @@ MAX_DEPTH = 10_000
 _SEGMENTS_PER_QUERY = 100
 
 
-def _chain_query() -> Select[Any]:
-    """The session (bind parameter `session_id`) and its ancestors up to the first without a
-    branch point, nearest first, each with the owner and position of its branch point."""
-    chain = (
-        select(sessions.c.id, sessions.c.parent_id, sessions.c.branch_point, literal(0).label("depth"))
-        .where(sessions.c.id == bindparam("session_id"))
-        .cte("chain", recursive=True)
-    )
-    parent = sessions.alias("parent")
-    chain = chain.union_all(
-        select(parent.c.id, parent.c.parent_id, parent.c.branch_point, chain.c.depth + 1).where(
-            parent.c.id == chain.c.parent_id,
-            chain.c.branch_point.is_not(None),
-            chain.c.depth < MAX_DEPTH,
-        )
-    )
-    return (
-        select(
-            chain.c.id,
-            chain.c.branch_point,
-            entries.c.session_id.label("bp_session"),
-            entries.c.position.label("bp_position"),
-        )
-        .select_from(chain.outerjoin(entries, entries.c.id == chain.c.branch_point))
-        .order_by(chain.c.depth)
-    )
-
-
-# Built once: every run reads its session's segments, and building the statement costs more
-# than running it.
-_CHAIN = _chain_query()
+CHAIN_SQL = f"""
+WITH RECURSIVE chain (id, parent_id, branch_point, depth) AS (
+    SELECT id, parent_id, branch_point, 0 FROM sessions WHERE id = ?
+    UNION ALL
+    SELECT parent.id, parent.parent_id, parent.branch_point, chain.depth + 1
+    FROM sessions AS parent JOIN chain ON parent.id = chain.parent_id
+    WHERE chain.branch_point IS NOT NULL AND chain.depth < {MAX_DEPTH}
+)
+SELECT chain.id, chain.branch_point, entries.session_id, entries.position
+FROM chain LEFT OUTER JOIN entries ON entries.id = chain.branch_point
+ORDER BY chain.depth
+"""
+"""The session (the one `?`) and its ancestors up to the first without a branch point, nearest
+first, each with the owner and position of its branch point: the rows `visible_segments` takes.
+Valid on SQLite and PostgreSQL; `sessions._context_read` runs it on the driver itself."""
+_CHAIN = text(CHAIN_SQL.replace("?", ":session_id"))
 
 
 async def segments(conn: AsyncConnection, session_id: str) -> list[Segment]:
