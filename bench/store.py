@@ -381,8 +381,9 @@ async def _postgres_rows(url: str, sizes: Sizes) -> list[Row]:
                 return list(await reader.fetch(CONTEXT_SQL.format("$1"), session_id))
 
             try:
-                name = "raw asyncpg executemany"
-                rows = await _rows_for(store, "postgresql", sizes, raw, name, raw_context)
+                rows = await _rows_for(
+                    store, "postgresql", sizes, raw, "raw asyncpg executemany", raw_context
+                )
             finally:
                 await reader.close()
             name = f"raw asyncpg executemany, {RAW_BATCH:,}/batch"
